@@ -1,0 +1,54 @@
+"""Small typed configurations with the papers' defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from engram.errors import InputError
+from engram.text import ChunkConfig
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """Graph construction. `synonym_threshold` is the paper's 0.8; each phrase keeps at most
+    `synonym_top_k` synonym neighbours. Relation edges weigh their support (passages stating them), synonym
+    edges their cosine, context edges `context_weight`: 0.5 keeps the phrase-to-phrase / phrase-to-passage
+    balance of the reference implementation, which stores every phrase-phrase edge in both directions."""
+
+    synonym_threshold: float = 0.8
+    synonym_top_k: int = 100
+    context_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class RetrieveConfig:
+    """HippoRAG 2 retrieval: top `fact_top_k` facts go to the recognition filter, at most `max_seeds` phrase
+    seeds, passage seeds weighted by `passage_weight` x normalised dense score, PPR damping `damping`."""
+
+    fact_top_k: int = 5
+    max_seeds: int = 5
+    passage_weight: float = 0.05
+    damping: float = 0.5
+    node_specificity: bool = True
+    use_filter: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    chunk: ChunkConfig = field(default_factory=ChunkConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    retrieve: RetrieveConfig = field(default_factory=RetrieveConfig)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:
+        """Build from a config-file section, rejecting unknown keys with their accepted names."""
+        parts: dict[str, Any] = {}
+        for name, kind in (("chunk", ChunkConfig), ("graph", GraphConfig), ("retrieve", RetrieveConfig)):
+            values = data.get(name, {})
+            known = {f.name for f in fields(kind)}
+            unknown = set(values) - known
+            if unknown:
+                raise InputError(f"unknown {name} settings {sorted(unknown)}; known: {sorted(known)}")
+            parts[name] = kind(**values)
+        return cls(**parts)

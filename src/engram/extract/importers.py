@@ -1,0 +1,82 @@
+"""Precomputed extractions: engram's JSONL format and the official HippoRAG OpenIE results.
+
+* JSONL (also the shared data's format): one object a line, {"id": passage id, "entities": [...],
+  "triples": [[s, r, o], ...]}. Matched to passages by passage id (a one-chunk document's passage id is its
+  document id).
+* HippoRAG's `openie_results_ner_*.json`: {"docs": [{"passage": text, "extracted_entities": [...],
+  "extracted_triples": [...]}, ...]}. Matched to passages by their text (with or without the title line).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engram.errors import InputError
+from engram.text import clean_text, content_hash
+
+
+@dataclass
+class ExtractionSet:
+    by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_text: dict[str, dict[str, Any]] = field(default_factory=dict)  # content hash of the text -> record
+    source: str = "import"
+
+    def __len__(self) -> int:
+        return len(self.by_id) + len(self.by_text)
+
+    def find(self, passage_id: str, doc_id: str, title: str | None, text: str) -> dict[str, Any] | None:
+        found = self.by_id.get(passage_id) or self.by_id.get(doc_id)
+        if found is None and self.by_text:
+            found = self.by_text.get(content_hash(text))
+            if found is None and title:
+                found = self.by_text.get(content_hash(f"{title}\n{text}"))
+        return found
+
+
+def _record(entities: Any, triples: Any, where: str) -> dict[str, Any]:
+    if not isinstance(triples, list) or not isinstance(entities, (list, type(None))):
+        raise InputError(f"{where}: 'triples' must be a list (and 'entities' a list)")
+    return {"entities": [str(e) for e in entities or []], "triples": triples}
+
+
+def load_extractions(path: str | Path) -> ExtractionSet:
+    """Read either format, deciding by content. Malformed triples are kept here and dropped (with a
+    count) when the graph is built; a malformed line or file is an InputError naming it."""
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read extractions file {path}: {exc}") from exc
+    stripped = raw.lstrip()
+    if stripped.startswith("{") and '"docs"' in stripped[:4096]:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("docs"), list):
+            return _from_hipporag(data["docs"], path)
+    out = ExtractionSet(source=f"import:{path.name}")
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise InputError(f"{path}:{number}: each line needs an 'id' string, 'entities' and 'triples'")
+        out.by_id[row["id"]] = _record(row.get("entities"), row.get("triples", []), f"{path}:{number}")
+    return out
+
+
+def _from_hipporag(docs: list[Any], path: Path) -> ExtractionSet:
+    out = ExtractionSet(source=f"import:{path.name}")
+    for number, doc in enumerate(docs):
+        if not isinstance(doc, dict) or not isinstance(doc.get("passage"), str):
+            raise InputError(f"{path}: docs[{number}] has no 'passage' text")
+        record = _record(doc.get("extracted_entities"), doc.get("extracted_triples", []), f"{path}: docs[{number}]")
+        out.by_text[content_hash(clean_text(doc["passage"]).strip())] = record
+    return out

@@ -1,0 +1,90 @@
+"""From caller input to passage rows: validation, chunking, content hashes and passage ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from engram.errors import InputError
+from engram.store.records import PassageRow
+from engram.text import ChunkConfig, chunk_text, clean_text, content_hash
+from engram.types import Document
+
+
+@dataclass
+class Prepared:
+    """Documents ready to store: their passages (new content only) and the chunk -> passage links."""
+
+    documents: list[tuple[Document, str]] = field(default_factory=list)  # (document, content hash)
+    passages: list[PassageRow] = field(default_factory=list)
+    chunks: list[tuple[str, int, str]] = field(default_factory=list)  # (doc id, chunk index, passage id)
+    skipped: dict[str, str] = field(default_factory=dict)  # doc id -> reason
+    unchanged: int = 0
+
+
+def as_document(item: object) -> Document:
+    if isinstance(item, Document):
+        doc = item
+    elif isinstance(item, str):
+        doc = Document(id="doc-" + content_hash(item)[:16], text=item)
+    else:
+        raise InputError(
+            f"cannot index a {type(item).__name__}: pass str or engram.Document (decode bytes to text first)"
+        )
+    if not isinstance(doc.id, str) or not doc.id.strip():
+        raise InputError("a document id must be a non-empty string")
+    if not isinstance(doc.text, str):
+        raise InputError(f"document {doc.id!r}: text must be str, not {type(doc.text).__name__}")
+    if "\x00" in doc.text:
+        raise InputError(f"document {doc.id!r} contains NUL bytes: it looks binary; index text only")
+    return doc
+
+
+def passage_hash(title: str | None, text: str) -> str:
+    return content_hash(f"{title or ''}\x00{text}")
+
+
+def prepare(
+    items: Iterable[object],
+    known_documents: dict[str, str],
+    known_passages: dict[str, str],
+    chunking: ChunkConfig,
+) -> Prepared:
+    """Validate, chunk and deduplicate. `known_documents` maps stored doc ids to content hashes and
+    `known_passages` stored passage content hashes to passage ids. Identical content is stored once."""
+    out = Prepared()
+    seen_ids: set[str] = set()
+    passage_ids = set(known_passages.values())
+    by_hash = dict(known_passages)
+    for item in items:
+        doc = as_document(item)
+        if doc.id in seen_ids:
+            raise InputError(f"document id {doc.id!r} appears twice in one batch: ids must be unique")
+        seen_ids.add(doc.id)
+        text = clean_text(doc.text)
+        digest = content_hash(f"{doc.title or ''}\x00{text}")
+        if known_documents.get(doc.id) == digest:
+            out.unchanged += 1
+            continue
+        if doc.id in known_documents:
+            raise InputError(
+                f"document {doc.id!r} is already indexed with other content: delete it first or give a new id"
+            )
+        chunks = chunk_text(text, chunking)
+        if not chunks:
+            out.skipped[doc.id] = "empty"
+            continue
+        out.documents.append((doc, digest))
+        for idx, chunk in enumerate(chunks):
+            pid = doc.id if len(chunks) == 1 else f"{doc.id}#{idx}"
+            phash = passage_hash(doc.title, chunk)
+            if phash in by_hash:
+                out.chunks.append((doc.id, idx, by_hash[phash]))
+                continue
+            if pid in passage_ids:
+                raise InputError(f"passage id {pid!r} is taken by other content: choose another document id")
+            passage_ids.add(pid)
+            by_hash[phash] = pid
+            out.passages.append(PassageRow(pid, doc.id, doc.title, chunk, phash, dict(doc.metadata)))
+            out.chunks.append((doc.id, idx, pid))
+    return out

@@ -1,0 +1,75 @@
+"""Indexing steps between the facade and the store: imported extractions, LLM extraction, staged writes."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engram.extract.importers import ExtractionSet
+from engram.graph.build import normalize_triple
+from engram.ingest import Prepared
+from engram.llm.base import ChatModel
+from engram.llm.cache import CachedChat
+from engram.store.records import PassageRow, RecordStore
+
+Progress = Callable[[str, int, int], None]
+
+
+def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found: ExtractionSet) -> int:
+    """Store the given extractions of `passages` (committed at once, in one transaction); returns how many
+    passages got one. Given extractions replace earlier ones of the same content."""
+    if not len(found):
+        return 0
+    rows = []
+    for p in passages:
+        record = found.find(p.id, p.doc_id, p.title, p.text)
+        if record is not None:
+            triples = [t for t in record["triples"] if isinstance(t, (list, tuple))]
+            dropped = len(record["triples"]) - sum(1 for t in triples if normalize_triple(t) is not None)
+            rows.append((p.content_hash, record["entities"], triples, dropped))
+    store.put_extractions(rows, found.source)
+    return len(rows)
+
+
+def run_extraction(
+    store: RecordStore, llm: ChatModel, passages: Sequence[PassageRow], progress: Progress | None
+) -> tuple[int, int]:
+    """Extract every passage that has no finished extraction; each result is committed as it arrives, so a
+    crash loses no finished call. Returns (done, failed)."""
+    from engram.extract.openie import extract_many
+
+    existing = store.extractions()
+    todo = [p for p in passages if not (p.content_hash in existing and existing[p.content_hash].status == "done")]
+    by_id = {p.id: p for p in todo}
+    counts = {"done": 0, "failed": 0}
+
+    def on_result(passage_id: str, outcome: Any) -> None:
+        digest = by_id[passage_id].content_hash
+        if outcome.error:
+            store.put_failure(digest, outcome.error, llm.identity)
+            counts["failed"] += 1
+        else:
+            store.put_extractions([(digest, outcome.entities, outcome.triples, outcome.dropped)], llm.identity)
+            counts["done"] += 1
+        if progress:
+            progress("extract", counts["done"] + counts["failed"], len(todo))
+
+    if todo:
+        chat = CachedChat(llm, store)
+        extract_many(chat, [(p.id, p.text, p.title) for p in todo], on_result=on_result)
+    return counts["done"], counts["failed"]
+
+
+def staged_writes(store: RecordStore, prepared: Prepared) -> Callable[[sqlite3.Connection], None]:
+    """The record writes of an index() call, run inside the transaction that commits the new generation."""
+
+    def write(db: sqlite3.Connection) -> None:
+        for doc, digest in prepared.documents:
+            store.add_document(db, doc.id, doc.title, dict(doc.metadata), digest)
+        for row in prepared.passages:
+            store.add_passage(db, row)
+        for doc_id, idx, passage_id in prepared.chunks:
+            store.add_chunk(db, doc_id, idx, passage_id)
+
+    return write

@@ -1,0 +1,91 @@
+"""HippoRAG 2 retrieval: query-to-fact scoring, recognition filter, seed weighting, Personalized PageRank."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.config import RetrieveConfig
+from engram.graph.ppr import personalized_pagerank
+from engram.index import GraphIndex
+from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
+from engram.types import Fact, Triple
+
+# (query, candidate triples) -> indices of the kept candidates, or None when the filter is unavailable
+FilterFn = Callable[[str, Sequence[Triple]], "list[int] | None"]
+
+
+@dataclass(frozen=True)
+class GraphRanking:
+    """One query's outcome: passage rows and scores, best first, and the evidence."""
+
+    rows: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    method: str
+    candidates: list[Fact]
+    kept: list[Fact]
+    seeds: list[tuple[str, float]]
+    filtered: bool
+
+
+def dense_ranking(
+    passage_scores: npt.NDArray[np.float64], k: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    rows = top_k(passage_scores, k)
+    return rows, passage_scores[rows]
+
+
+def _facts(index: GraphIndex, rows: Sequence[int], scores: npt.NDArray[np.float64]) -> list[Fact]:
+    return [Fact(*index.tables.facts[i], score=float(scores[i])) for i in rows]
+
+
+def hipporag2(
+    index: GraphIndex,
+    query_vectors: npt.NDArray[np.float32],
+    queries: Sequence[str],
+    config: RetrieveConfig,
+    k: int,
+    recognition: FilterFn | None = None,
+) -> list[GraphRanking]:
+    """Rank passages for each query. Queries whose filter keeps no fact fall back to dense ranking; the
+    others run one batched Personalized PageRank."""
+    passage_scores = (query_vectors @ np.asarray(index.passage_vectors).T).astype(np.float64)
+    fact_scores = (
+        (query_vectors @ np.asarray(index.fact_vectors).T).astype(np.float64)
+        if len(index.tables.facts)
+        else np.zeros((len(queries), 0))
+    )
+    results: list[GraphRanking | None] = []
+    resets: list[npt.NDArray[np.float64]] = []
+    pending_graph: list[tuple[int, list[Fact], list[Fact], list[tuple[str, float]], bool]] = []
+    for qi, query in enumerate(queries):
+        normalised = min_max(fact_scores[qi])
+        top = top_k(fact_scores[qi], config.fact_top_k).tolist()
+        candidates = _facts(index, top, fact_scores[qi])
+        kept_rows, filtered = top, False
+        if recognition is not None and config.use_filter and top:
+            choice = recognition(query, [index.tables.facts[i] for i in top])
+            if choice is not None:
+                kept_rows, filtered = [top[i] for i in choice], True
+        if not kept_rows:
+            rows, scores = dense_ranking(passage_scores[qi], k)
+            results.append(GraphRanking(rows, scores, "dense", candidates, [], [], filtered))
+            continue
+        counts = index.phrase_passage_counts if config.node_specificity else None
+        seed_rows, seed_weights = phrase_seeds(
+            np.array(kept_rows, dtype=np.int64), normalised, index.tables.fact_phrases, config.max_seeds, counts
+        )
+        resets.append(reset_vector(index.n_phrases, seed_rows, seed_weights, passage_scores[qi], config.passage_weight))
+        seeds = [(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights)]
+        pending_graph.append((qi, candidates, _facts(index, kept_rows, fact_scores[qi]), seeds, filtered))
+        results.append(None)
+    if resets:
+        ranks = personalized_pagerank(index.operator, np.stack(resets, axis=1), config.damping)
+        for col, (qi, candidates, kept, seeds, filtered) in enumerate(pending_graph):
+            passage_mass = ranks[index.n_phrases :, col]
+            rows = top_k(passage_mass, k)
+            results[qi] = GraphRanking(rows, passage_mass[rows], "hipporag2", candidates, kept, seeds, filtered)
+    return [r for r in results if r is not None]

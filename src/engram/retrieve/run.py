@@ -1,0 +1,96 @@
+"""Retrieval entry points over a Memory's current index: hipporag2, dense and bm25."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.errors import InputError
+from engram.index import GraphIndex
+from engram.retrieve.hipporag2 import GraphRanking, hipporag2
+from engram.retrieve.scoring import top_k as top_rows
+from engram.types import Answer, Fact, Retrieval, RetrievedPassage, Seed, Triple
+
+if TYPE_CHECKING:
+    from engram.memory import Memory
+
+METHODS = ("hipporag2", "dense", "bm25")
+
+
+def _passages(index: GraphIndex, rows: npt.NDArray[np.int64], scores: npt.ArrayLike) -> list[RetrievedPassage]:
+    out = []
+    for row, score in zip(rows.tolist(), np.asarray(scores).tolist()):
+        p = index.passages[row]
+        out.append(RetrievedPassage(p.id, p.doc_id, p.title, p.text, float(score), dict(p.metadata)))
+    return out
+
+
+def _filter_fn(memory: Memory) -> object:
+    if memory.llm is None or not memory.config.retrieve.use_filter:
+        return None
+    from engram.retrieve.recognition import recognition_filter
+
+    llm = memory.llm
+
+    def run(query: str, candidates: Sequence[Triple]) -> list[int] | None:
+        return recognition_filter(llm, query, candidates)
+
+    return run
+
+
+def retrieve(memory: Memory, queries: list[str], k: int, method: str) -> list[Retrieval]:
+    if method not in METHODS:
+        raise InputError(f"unknown retrieval method {method!r}; choose one of {', '.join(METHODS)}")
+    if k < 1:
+        raise InputError("top_k must be at least 1")
+    index = memory._current()
+    if not index.passages:
+        return [Retrieval(q, [], method) for q in queries]
+    if method == "bm25":
+        bm25 = memory._bm25_index()
+        out = []
+        for q in queries:
+            scores = bm25.scores(q)
+            rows = top_rows(scores, k)
+            out.append(Retrieval(q, _passages(index, rows, scores[rows]), "bm25", pending=index.pending))
+        return out
+    vectors = memory._embed_queries(queries)
+    if method == "dense":
+        scores = (vectors @ np.asarray(index.passage_vectors).T).astype(np.float64)
+        out = []
+        for qi, q in enumerate(queries):
+            rows = top_rows(scores[qi], k)
+            out.append(Retrieval(q, _passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
+        return out
+    rankings = hipporag2(index, vectors, queries, memory.config.retrieve, k, _filter_fn(memory))  # type: ignore[arg-type]
+    return [_from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+
+
+def _from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
+    return Retrieval(
+        query=query,
+        passages=_passages(index, r.rows, r.scores),
+        method=r.method,
+        facts=r.kept,
+        candidate_facts=r.candidates,
+        seeds=[Seed(p, w) for p, w in r.seeds],
+        filtered=r.filtered,
+        pending=index.pending,
+    )
+
+
+def answer_all(memory: Memory, queries: list[str], k: int, method: str) -> list[Answer]:
+    from engram.errors import LLMError
+    from engram.qa import read
+
+    if memory.llm is None:
+        raise LLMError("answering needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+    out = []
+    for retrieval in retrieve(memory, queries, k, method):
+        text, raw = read(memory.llm, retrieval.query, retrieval.passages)
+        facts: list[Fact] = list(retrieval.facts)
+        out.append(Answer(retrieval.query, text, retrieval.passages, facts, raw))
+    return out

@@ -1,0 +1,80 @@
+"""Seed weighting and ranking for HippoRAG 2: pure functions over numpy arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def min_max(scores: npt.ArrayLike) -> FloatArray:
+    """Scale to [0, 1]; a constant vector becomes all ones (every item equally relevant)."""
+    x = np.asarray(scores, dtype=np.float64)
+    if x.size == 0:
+        return x
+    low, high = float(x.min()), float(x.max())
+    if high - low <= 1e-12:
+        return np.ones_like(x)
+    return (x - low) / (high - low)
+
+
+def top_k(scores: npt.ArrayLike, k: int) -> IntArray:
+    """Indices of the k highest scores, best first; ties broken by the lower index (deterministic)."""
+    x = np.asarray(scores, dtype=np.float64)
+    k = min(k, x.size)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < x.size:
+        part = np.argpartition(-x, k - 1)[:k]
+        threshold = x[part].min()
+        part = np.flatnonzero(x >= threshold)
+    else:
+        part = np.arange(x.size)
+    order = np.lexsort((part, -x[part]))
+    return part[order][:k].astype(np.int64)
+
+
+def phrase_seeds(
+    kept_facts: IntArray,
+    fact_scores: npt.ArrayLike,
+    fact_phrases: IntArray,
+    max_seeds: int = 5,
+    passage_counts: npt.ArrayLike | None = None,
+) -> tuple[IntArray, FloatArray]:
+    """Phrase seeds from the kept facts: each subject/object phrase is weighted by the mean score of the kept
+    facts it appears in; with `passage_counts` (node specificity) that weight is divided by the number of
+    passages the phrase occurs in. The `max_seeds` highest-weighted phrases are returned, best first."""
+    scores = np.asarray(fact_scores, dtype=np.float64)
+    totals: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for fact in np.asarray(kept_facts, dtype=np.int64).tolist():
+        for phrase in fact_phrases[fact].tolist():
+            totals[phrase] = totals.get(phrase, 0.0) + float(scores[fact])
+            counts[phrase] = counts.get(phrase, 0) + 1
+    if not totals:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    phrases = np.array(sorted(totals), dtype=np.int64)
+    weights = np.array([totals[p] / counts[p] for p in phrases.tolist()], dtype=np.float64)
+    if passage_counts is not None:
+        occurrences = np.asarray(passage_counts, dtype=np.float64)[phrases]
+        weights = weights / np.maximum(occurrences, 1.0)
+    best = top_k(weights, max_seeds)
+    return phrases[best], weights[best]
+
+
+def reset_vector(
+    n_phrases: int,
+    seed_phrases: IntArray,
+    seed_weights: FloatArray,
+    passage_scores: npt.ArrayLike,
+    passage_weight: float = 0.05,
+) -> FloatArray:
+    """PPR reset weights over phrase nodes then passage nodes: the phrase seeds' weights, and every passage
+    `passage_weight` x its min-max normalised dense similarity."""
+    passages = min_max(passage_scores) * passage_weight
+    reset = np.zeros(n_phrases + passages.size, dtype=np.float64)
+    reset[seed_phrases] = seed_weights
+    reset[n_phrases:] = passages
+    return reset

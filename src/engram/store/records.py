@@ -1,0 +1,201 @@
+"""SQLite record store: documents, passages, extractions, the embedding cache and the LLM response cache.
+
+Every write happens in a transaction; extraction results are committed one passage at a time, so finished
+LLM work survives a crash. See docs/format.md for the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY, title TEXT, metadata TEXT NOT NULL, content_hash TEXT NOT NULL, added REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    doc_id TEXT NOT NULL, idx INTEGER NOT NULL, passage_id TEXT NOT NULL, PRIMARY KEY (doc_id, idx));
+CREATE INDEX IF NOT EXISTS chunks_passage ON chunks (passage_id);
+CREATE TABLE IF NOT EXISTS passages (
+    id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, title TEXT, text TEXT NOT NULL,
+    content_hash TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS extractions (
+    content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+    entities TEXT NOT NULL, triples TEXT NOT NULL, dropped INTEGER NOT NULL, source TEXT NOT NULL,
+    error TEXT, attempts INTEGER NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS embeddings (
+    model TEXT NOT NULL, role TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, role, text_hash));
+CREATE TABLE IF NOT EXISTS llm_cache (
+    key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class PassageRow:
+    id: str
+    doc_id: str
+    title: str | None
+    text: str
+    content_hash: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ExtractionRow:
+    status: str
+    entities: list[str]
+    triples: list[list[Any]]
+    error: str | None
+
+
+class RecordStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # meta -----------------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, db: sqlite3.Connection, key: str, value: str) -> None:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def generation(self) -> int:
+        return int(self.get_meta("generation", "0") or 0)
+
+    # documents and passages ---------------------------------------------------------------------------
+    def document_hashes(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT id, content_hash FROM documents").fetchall())
+
+    def passage_hashes(self) -> dict[str, str]:
+        """content hash -> passage id."""
+        return {h: i for i, h in self._db.execute("SELECT id, content_hash FROM passages")}
+
+    def add_document(
+        self, db: sqlite3.Connection, doc_id: str, title: str | None, metadata: dict[str, Any], digest: str
+    ) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO documents (id, title, metadata, content_hash, added) VALUES (?, ?, ?, ?, ?)",
+            (doc_id, title, json.dumps(metadata, ensure_ascii=False, sort_keys=True), digest, time.time()),
+        )
+
+    def add_chunk(self, db: sqlite3.Connection, doc_id: str, idx: int, passage_id: str) -> None:
+        db.execute(
+            "INSERT OR REPLACE INTO chunks (doc_id, idx, passage_id) VALUES (?, ?, ?)", (doc_id, idx, passage_id)
+        )
+
+    def add_passage(self, db: sqlite3.Connection, row: PassageRow) -> None:
+        db.execute(
+            "INSERT INTO passages (id, doc_id, title, text, content_hash) VALUES (?, ?, ?, ?, ?)",
+            (row.id, row.doc_id, row.title, row.text, row.content_hash),
+        )
+
+    def passages(self) -> list[PassageRow]:
+        """All passages ordered by id, with their document's metadata."""
+        query = (
+            "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
+            "LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id"
+        )
+        return [PassageRow(i, d, t, x, h, json.loads(m) if m else {}) for i, d, t, x, h, m in self._db.execute(query)]
+
+    def counts(self) -> dict[str, int]:
+        out = {}
+        for table in ("documents", "passages", "llm_cache"):
+            out[table] = int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        return out
+
+    # extractions ----------------------------------------------------------------------------------------
+    def extractions(self) -> dict[str, ExtractionRow]:
+        rows = self._db.execute("SELECT content_hash, status, entities, triples, error FROM extractions")
+        return {h: ExtractionRow(s, json.loads(e), json.loads(t), err) for h, s, e, t, err in rows}
+
+    def put_extractions(
+        self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
+    ) -> None:
+        """Record finished extractions (content hash, entities, triples, dropped count) in one transaction,
+        committed at once."""
+        now = time.time()
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
+                "error, attempts, updated) VALUES (?, 'done', ?, ?, ?, ?, NULL, "
+                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?)",
+                (
+                    (
+                        digest,
+                        json.dumps(list(entities), ensure_ascii=False),
+                        json.dumps([list(t) for t in triples], ensure_ascii=False),
+                        dropped,
+                        source,
+                        digest,
+                        now,
+                    )
+                    for digest, entities, triples, dropped in rows
+                ),
+            )
+
+    def put_failure(self, digest: str, error: str, source: str) -> None:
+        """Record a failed extraction; it is retried on the next run, never taken as empty."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
+                "error, attempts, updated) VALUES (?, 'failed', '[]', '[]', 0, ?, ?, "
+                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?)",
+                (digest, source, error, digest, time.time()),
+            )
+
+    # embedding cache ------------------------------------------------------------------------------------
+    def cached_vectors(self, model: str, role: str) -> dict[str, bytes]:
+        rows = self._db.execute("SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ?", (model, role))
+        return {h: bytes(v) for h, v in rows}
+
+    def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO embeddings (model, role, text_hash, vector) VALUES (?, ?, ?, ?)",
+                (
+                    (model, role, h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                    for h, v in zip(hashes, vectors)
+                ),
+            )
+
+    # LLM response cache ---------------------------------------------------------------------------------
+    def cached_response(self, key: str) -> str | None:
+        row = self._db.execute("SELECT response FROM llm_cache WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def put_response(self, key: str, model: str, response: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO llm_cache (key, model, response, created) VALUES (?, ?, ?, ?)",
+                (key, model, response, time.time()),
+            )

@@ -1,0 +1,63 @@
+"""Unicode-safe normalisation and chunking."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Anything that is not a letter, a mark or a number, in any script, separates words.
+_SEPARATORS = re.compile(r"[^\w]|_", re.UNICODE)
+_SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"\S+")
+
+
+def normalize_phrase(text: str) -> str:
+    """Key under which phrases are merged into one node.
+
+    NFKC folds compatibility forms (full-width letters, ligatures), casefold lowers case in every script,
+    punctuation becomes a space and runs of spaces collapse. Letters and digits of every script survive:
+    "José Martí" -> "josé martí", "東京" -> "東京", "Москва" -> "москва".
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _SPACES.sub(" ", _SEPARATORS.sub(" ", folded)).strip()
+
+
+def clean_text(text: str) -> str:
+    """NFC-normalise and drop control characters other than newlines and tabs."""
+    text = unicodedata.normalize("NFC", text)
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Word windows: documents of at most `max_words` words stay whole; longer ones are cut into windows of
+    `max_words` words that overlap by `overlap` words."""
+
+    max_words: int = 300
+    overlap: int = 50
+
+    def __post_init__(self) -> None:
+        if self.max_words < 1 or not 0 <= self.overlap < self.max_words:
+            raise ValueError("chunking needs max_words >= 1 and 0 <= overlap < max_words")
+
+
+def chunk_text(text: str, config: ChunkConfig = ChunkConfig()) -> list[str]:
+    """Split `text` into overlapping word windows, keeping the original spacing inside each window."""
+    spans = [m.span() for m in _WORD.finditer(text)]
+    if len(spans) <= config.max_words:
+        stripped = text.strip()
+        return [stripped] if stripped else []
+    step = config.max_words - config.overlap
+    chunks = []
+    for start in range(0, len(spans), step):
+        window = spans[start : start + config.max_words]
+        chunks.append(text[window[0][0] : window[-1][1]])
+        if start + config.max_words >= len(spans):
+            break
+    return chunks

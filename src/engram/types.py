@@ -1,0 +1,100 @@
+"""Public value types. Results always have one type: `Retrieval` for retrieve, `Answer` for answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Triple = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document to index. `id` is stable and chosen by the caller (a path, a database key, ...)."""
+
+    id: str
+    text: str
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A chunk of a document: the unit that is extracted, embedded and retrieved."""
+
+    id: str
+    doc_id: str
+    index: int
+    text: str
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Named entities and open-IE triples of one passage, as extracted (not normalised)."""
+
+    passage_id: str
+    entities: list[str]
+    triples: list[Triple]
+
+
+@dataclass(frozen=True)
+class RetrievedPassage:
+    id: str
+    doc_id: str
+    title: str | None
+    text: str
+    score: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A triple with its similarity to the query."""
+
+    subject: str
+    relation: str
+    object: str
+    score: float
+
+    @property
+    def triple(self) -> Triple:
+        return (self.subject, self.relation, self.object)
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A phrase node used as a Personalized PageRank seed, with its reset weight before normalisation."""
+
+    phrase: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """Ranked passages for one query, and why they were ranked so.
+
+    `candidate_facts` are the top facts by similarity, `facts` those the recognition filter kept (all of the
+    candidates when no filter ran), `seeds` the phrase seeds of the graph search. `method` says what produced
+    the ranking ("hipporag2", "dense" when no fact was kept, "bm25", ...). `pending` counts passages indexed
+    without an extraction yet (they are found by dense/BM25 only).
+    """
+
+    query: str
+    passages: list[RetrievedPassage]
+    method: str
+    facts: list[Fact] = field(default_factory=list)
+    candidate_facts: list[Fact] = field(default_factory=list)
+    seeds: list[Seed] = field(default_factory=list)
+    filtered: bool = False
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    query: str
+    answer: str
+    passages: list[RetrievedPassage]
+    facts: list[Fact]
+    raw: str = ""

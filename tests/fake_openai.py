@@ -1,0 +1,254 @@
+"""A scripted OpenAI-compatible HTTP server for tests (a real server on 127.0.0.1, nothing patched).
+
+Use it through the `fake_llm` fixture (tests/conftest.py), which yields a started `FakeOpenAI`:
+
+    def test_something(fake_llm):
+        fake_llm.push(reply('{"entities": ["Paris"]}'), error(429, retry_after=0.05), "plain text")
+        fake_llm.handler = lambda request: reply("Answer: Paris")   # used once the queue is empty
+        chat = fake_llm.chat()            # OpenAIChat on fake_llm.base_url, short timeout, tiny backoff
+        ...
+        fake_llm.requests                 # every chat request body (parsed JSON), in arrival order
+        fake_llm.attempts                 # how many chat requests arrived
+
+Each POST {base_url}/chat/completions takes the next queued spec, else `handler(request_json)`, else fails
+with HTTP 400 "no scripted response" (so an unscripted call fails fast instead of being retried). A spec
+is a `Spec` (built with `reply`, `error`, `hang`, `unknown_model`) or a plain string (a reply with that
+content). Requests for a model not in `models` get the OpenAI-style 404 "model_not_found" automatically;
+with `required_key` set, requests without `Authorization: Bearer <required_key>` get a 401.
+GET {base_url}/models lists `models`. `task_of(request)` tells which engram prompt a request carries
+("ner", "triples", "filter", "reader" or "other"), and `last_user_text(request)` gives its last user
+message, for handlers that answer by content.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from engram.extract.openie import NER_SYSTEM, TRIPLES_SYSTEM
+from engram.llm.openai_chat import OpenAIChat
+from engram.qa import READER_SYSTEM
+from engram.retrieve.recognition import FILTER_SYSTEM
+
+DEFAULT_MODEL = "fake-model"
+
+
+@dataclass
+class Spec:
+    """One scripted answer: a completion (`status` 200) or an error status with an OpenAI-style body.
+    `delay` seconds pass before anything is sent (longer than the client timeout: a hang)."""
+
+    content: str = ""
+    finish_reason: str = "stop"
+    status: int = 200
+    error_message: str = ""
+    error_code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def reply(content: str, finish_reason: str = "stop", delay: float = 0.0) -> Spec:
+    return Spec(content=content, finish_reason=finish_reason, delay=delay)
+
+
+def error(status: int, message: str = "scripted error", retry_after: float | None = None) -> Spec:
+    headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+    return Spec(status=status, error_message=message, headers=headers)
+
+
+def hang(seconds: float, content: str = "too late") -> Spec:
+    return Spec(content=content, delay=seconds)
+
+
+def unknown_model(model: str = "missing-model") -> Spec:
+    return Spec(
+        status=404,
+        error_message=f"The model `{model}` does not exist or you do not have access to it.",
+        error_code="model_not_found",
+    )
+
+
+# A handler may return None to leave the request unscripted (HTTP 400).
+Handler = Callable[[dict[str, Any]], "Spec | str | None"]
+
+
+def last_user_text(request: dict[str, Any]) -> str:
+    users = [m.get("content", "") for m in request.get("messages", []) if m.get("role") == "user"]
+    return str(users[-1]) if users else ""
+
+
+def task_of(request: dict[str, Any]) -> str:
+    messages = request.get("messages", [])
+    system = messages[0].get("content") if messages and messages[0].get("role") == "system" else None
+    tasks = {NER_SYSTEM: "ner", TRIPLES_SYSTEM: "triples", FILTER_SYSTEM: "filter", READER_SYSTEM: "reader"}
+    return tasks.get(system, "other") if isinstance(system, str) else "other"
+
+
+class FakeOpenAI:
+    """The server. `start()` / `close()`; thread-safe; see the module docstring for the scripting API."""
+
+    def __init__(self, models: tuple[str, ...] = (DEFAULT_MODEL,)) -> None:
+        self.models = models
+        self.handler: Handler | None = None
+        self.required_key: str | None = None
+        self.requests: list[dict[str, Any]] = []
+        self._queue: deque[Spec | str] = deque()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._chats: list[OpenAIChat] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler_class(self))
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    @property
+    def attempts(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def start(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        for chat in self._chats:
+            chat.close()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def push(self, *specs: Spec | str) -> None:
+        with self._lock:
+            self._queue.extend(specs)
+
+    def chat(self, **options: Any) -> OpenAIChat:
+        """An `OpenAIChat` on this server; test-friendly defaults, any constructor argument overrides."""
+        settings: dict[str, Any] = {
+            "model": DEFAULT_MODEL,
+            "base_url": self.base_url,
+            "api_key": "test-key",
+            "timeout": 5.0,
+            "max_retries": 3,
+            "backoff_base": 0.001,
+            "max_backoff": 1.0,
+        }
+        settings.update(options)
+        chat = OpenAIChat(**settings)
+        self._chats.append(chat)
+        return chat
+
+    def record(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next_spec(self, request: dict[str, Any]) -> Spec:
+        with self._lock:
+            self.requests.append(request)
+            queued = self._queue.popleft() if self._queue else None
+        if queued is None and self.handler is not None:
+            queued = self.handler(request)
+        if queued is None:
+            return error(400, "fake server: no scripted response left for this request")
+        return reply(queued) if isinstance(queued, str) else queued
+
+    def handle_post(self, path: str, auth: str | None, raw: bytes) -> tuple[int, Any, dict[str, str]]:
+        """Status, JSON body (None: send nothing, the server is closing) and headers for one POST."""
+        if path.rstrip("/") != "/v1/chat/completions":
+            return 404, _error_body(f"no route {path}", None), {}
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            return 400, _error_body("the body is not JSON", None), {}
+        model = request.get("model")
+        if self.required_key and auth != f"Bearer {self.required_key}":
+            self.record(request)
+            spec = Spec(status=401, error_message="Incorrect API key provided", error_code="invalid_api_key")
+        elif model not in self.models:
+            self.record(request)
+            spec = unknown_model(str(model))
+        else:
+            spec = self._next_spec(request)
+        if spec.delay and self._closing.wait(spec.delay):
+            return 0, None, {}
+        if spec.status != 200:
+            return spec.status, _error_body(spec.error_message, spec.error_code), spec.headers
+        return 200, _completion(str(model), spec, request), spec.headers
+
+    def models_listing(self) -> dict[str, Any]:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return {"object": "list", "data": data}
+
+
+def _error_body(message: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+
+
+def _completion(model: str, spec: Spec, request: dict[str, Any]) -> dict[str, Any]:
+    prompt_words = sum(len(str(m.get("content", "")).split()) for m in request.get("messages", []))
+    completion_words = len(spec.content.split())
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": spec.content},
+                "finish_reason": spec.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_words,
+            "completion_tokens": completion_words,
+            "total_tokens": prompt_words + completion_words,
+        },
+    }
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeOpenAI  # set on the subclass made for each server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        if body is None:
+            self.close_connection = True
+            return
+        data = json.dumps(body).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client gave up (timeout) and closed the connection
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, self.fake.models_listing(), {})
+        else:
+            self._send(404, _error_body(f"no route {self.path}", None), {})
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._send(*self.fake.handle_post(self.path, self.headers.get("Authorization"), raw))
+
+
+def _make_handler_class(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    return type("_BoundRequestHandler", (_RequestHandler,), {"fake": fake})
