@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -76,6 +77,18 @@ class GraphIndex:
         }
 
 
+class _Clock:
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.timings is not None:
+            self.timings[name] = self.timings.get(name, 0.0) + now - self.last
+        self.last = now
+
+
 def _matches(snapshot: Snapshot, passages: list[PassageRow], tables: GraphTables) -> bool:
     return (
         snapshot.passage_ids == [p.id for p in passages]
@@ -90,12 +103,16 @@ def build_index(
     embed: EmbedFn,
     config: GraphConfig,
     snapshot: Snapshot | None = None,
+    timings: dict[str, float] | None = None,
 ) -> GraphIndex:
     """Derive the graph from records. Arrays come from `snapshot` when it matches the records exactly,
-    otherwise vectors come from `embed` (cached) and synonym edges are recomputed."""
+    otherwise vectors come from `embed` (cached) and synonym edges are recomputed. Seconds spent per step are
+    added to `timings` ("tables", "synonyms", "graph"; embedding time is the caller's to measure)."""
+    clock = _Clock(timings)
     done = [extractions.get(p.content_hash) for p in passages]
     triples = [row.triples if row is not None and row.status == "done" else [] for row in done]
     tables = build_tables(triples)
+    clock.lap("tables")
     if snapshot is not None and _matches(snapshot, passages, tables):
         arrays = snapshot.arrays
         passage_vectors, phrase_vectors, fact_vectors = arrays["passages"], arrays["phrases"], arrays["facts"]
@@ -104,9 +121,13 @@ def build_index(
         passage_vectors = embed("passage", [passage_text(p) for p in passages])
         phrase_vectors = embed("phrase", tables.phrases)
         fact_vectors = embed("fact", [fact_text(f) for f in tables.facts])
+        clock.lap("embed")
         synonyms = synonym_edges(phrase_vectors, config.synonym_threshold, config.synonym_top_k)
+        clock.lap("synonyms")
     adjacency = assemble_adjacency(tables, len(passages), synonyms, config.context_weight)
     counts = np.bincount(tables.context[:, 1], minlength=len(tables.phrases)).astype(np.float64)
+    operator = walk_operator(adjacency)
+    clock.lap("graph")
     return GraphIndex(
         passages=passages,
         passage_vectors=passage_vectors,
@@ -115,7 +136,7 @@ def build_index(
         fact_vectors=fact_vectors,
         synonyms=synonyms,
         adjacency=adjacency,
-        operator=walk_operator(adjacency),
+        operator=operator,
         phrase_passage_counts=counts,
         pending=sum(1 for row in done if row is None),
         failed=sum(1 for row in done if row is not None and row.status == "failed"),

@@ -6,6 +6,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,8 @@ class IndexReport:
     skipped: dict[str, str] = field(default_factory=dict)
     dropped_triples: int = 0
     stats: dict[str, int] = field(default_factory=dict)
+    # seconds per step: prepare, import, extract, embed, tables, synonyms, graph, commit
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class Memory:
@@ -152,14 +155,19 @@ class Memory:
         return index
 
     def _commit(
-        self, staged: Sequence[PassageRow], writes: Callable[[sqlite3.Connection], None], progress: Progress | None
+        self,
+        staged: Sequence[PassageRow],
+        writes: Callable[[sqlite3.Connection], None],
+        progress: Progress | None,
+        timings: dict[str, float] | None = None,
     ) -> GraphIndex:
         """Build the next generation from the records as they will be (stored + `staged` passages), write its
         snapshot, then run `writes` and set the generation number in one transaction."""
         base = self._store.generation
         passages = sorted([*self._store.passages(), *staged], key=lambda p: p.id)
         embed = (lambda role, texts: self._embed(role, texts, progress)) if progress else self._embed
-        index = build_index(passages, self._store.extractions(), embed, self.config.graph)
+        index = build_index(passages, self._store.extractions(), embed, self.config.graph, timings=timings)
+        start = time.perf_counter()
         write_snapshot(self.path, base + 1, index.snapshot())
         with self._store.transaction() as db:
             if self._store.generation != base:
@@ -167,6 +175,8 @@ class Memory:
             writes(db)
             self._store.set_meta(db, "generation", str(base + 1))
         remove_other_snapshots(self.path, base + 1)
+        if timings is not None:
+            timings["commit"] = time.perf_counter() - start
         with self._lock:
             self._index, self._generation, self._bm25 = index, base + 1, None
         return index
@@ -181,16 +191,23 @@ class Memory:
     ) -> IndexReport:
         """Add documents. Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG
         OpenIE JSON, a path or loaded), else from the LLM when one is configured, else stay pending."""
+        start = time.perf_counter()
         prepared = prepare(documents, self._store.document_hashes(), self._store.passage_hashes(), self.config.chunk)
         report = IndexReport(skipped=dict(prepared.skipped), unchanged=prepared.unchanged)
+        report.timings["prepare"] = time.perf_counter() - start
         if not prepared.documents:
             report.stats = self._current().stats()
             report.pending = report.stats["pending"]
             return report
+        start = time.perf_counter()
         found = _as_extraction_set(extractions)
         report.imported = apply_extractions(self._store, prepared.passages, found)
+        report.timings["import"] = time.perf_counter() - start
+        start = time.perf_counter()
         report.extracted, report.failed = self._run_llm(prepared.passages, progress)
-        index = self._commit(prepared.passages, staged_writes(self._store, prepared), progress)
+        report.timings["extract"] = time.perf_counter() - start
+        writes = staged_writes(self._store, prepared)
+        index = self._commit(prepared.passages, writes, progress, report.timings)
         report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         report.stats = index.stats()
         report.pending, report.dropped_triples = report.stats["pending"], index.tables.dropped
