@@ -18,6 +18,7 @@ from engram.eval.runner import score_method
 from engram.memory import Memory
 from engram.retrieve.run import METHODS
 from engram.settings import resolve_llm
+from engram.types import Retrieval
 
 
 def configure_eval(p: argparse.ArgumentParser, add_common: Callable[..., None]) -> None:
@@ -110,18 +111,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print_retrieval(dense)
             print("-- engram (HippoRAG 2 graph search):")
             print_retrieval(graph)
-            _print_path(graph, set(q.gold))
+            _print_path(memory, graph, dense)
             print()
     sys.stdout.flush()
     return 0
 
 
-def _print_path(r: object, gold: set[str]) -> None:
-    from engram.types import Retrieval
-
-    if not isinstance(r, Retrieval) or not r.facts:
-        return
-    facts = " ; ".join(f"{f.subject} -{f.relation}-> {f.object}" for f in r.facts[:3])
-    seeds = ", ".join(s.phrase for s in r.seeds)
-    found = [p.id for p in r.passages if p.id in gold]
-    print(f"   path: facts [{facts}] -> seed phrases [{seeds}] -> passages {found}")
+def _print_path(memory: Memory, graph: Retrieval, dense: Retrieval) -> None:
+    """Show how the graph reached passages dense retrieval missed: a kept fact joins a seed phrase to a phrase
+    of the passage (or is the seed itself), and PageRank flows along it."""
+    dense_ids = {p.id for p in dense.passages}
+    seeds = {s.phrase for s in graph.seeds}
+    for passage in graph.passages:
+        if passage.id in dense_ids:
+            continue
+        linked = set(memory.phrases_of(passage.id))
+        for f in graph.facts:
+            ends = {f.subject, f.object}
+            if ends & seeds and ends & linked:
+                seed = sorted(ends & seeds)[0]
+                bridge = sorted(ends & linked)[0]
+                print(f"   path: seed phrase '{seed}' -> fact ({f.subject} | {f.relation} | {f.object}) -> "
+                      f"'{bridge}' -> passage {passage.id} (not in the dense top {len(dense.passages)})")
+                break

@@ -49,6 +49,14 @@ class GraphIndex:
     def n_phrases(self) -> int:
         return len(self.tables.phrases)
 
+    def phrases_of(self, passage_id: str) -> list[str]:
+        """The phrase nodes linked to a passage by context edges (empty for unknown or pending passages)."""
+        rows = [i for i, p in enumerate(self.passages) if p.id == passage_id]
+        if not rows:
+            return []
+        linked = self.tables.context[self.tables.context[:, 0] == rows[0], 1]
+        return [self.tables.phrases[i] for i in linked.tolist()]
+
     def snapshot(self) -> Snapshot:
         return Snapshot(
             passage_ids=[p.id for p in self.passages],

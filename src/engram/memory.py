@@ -242,6 +242,10 @@ class Memory:
             "embedder": self.embedder.identity,
         }
 
+    def phrases_of(self, passage_id: str) -> list[str]:
+        """The phrases a passage is linked to in the graph (to explain why it was retrieved)."""
+        return self._current().phrases_of(passage_id)
+
     def retrieve(self, queries: str | Sequence[str], top_k: int = 5, method: str = "hipporag2") -> list[Retrieval]:
         """Ranked passages for each query, as a list of `Retrieval` (one per query, in order)."""
         return retrieve(self, _as_queries(queries), top_k, method)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ class ExtractionRow:
 class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -72,17 +74,25 @@ class RecordStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        """A write transaction. The connection is shared by threads (LLM workers cache responses while the
+        main thread commits extractions), so transactions and reads are serialised by a lock."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     # meta -----------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        row = rows[0] if rows else None
         return str(row[0]) if row else default
 
     def set_meta(self, db: sqlite3.Connection, key: str, value: str) -> None:
@@ -94,11 +104,11 @@ class RecordStore:
 
     # documents and passages ---------------------------------------------------------------------------
     def document_hashes(self) -> dict[str, str]:
-        return dict(self._db.execute("SELECT id, content_hash FROM documents").fetchall())
+        return dict(self._read("SELECT id, content_hash FROM documents"))
 
     def passage_hashes(self) -> dict[str, str]:
         """content hash -> passage id."""
-        return {h: i for i, h in self._db.execute("SELECT id, content_hash FROM passages")}
+        return {h: i for i, h in self._read("SELECT id, content_hash FROM passages")}
 
     def add_document(
         self, db: sqlite3.Connection, doc_id: str, title: str | None, metadata: dict[str, Any], digest: str
@@ -125,17 +135,17 @@ class RecordStore:
             "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
             "LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id"
         )
-        return [PassageRow(i, d, t, x, h, json.loads(m) if m else {}) for i, d, t, x, h, m in self._db.execute(query)]
+        return [PassageRow(i, d, t, x, h, json.loads(m) if m else {}) for i, d, t, x, h, m in self._read(query)]
 
     def counts(self) -> dict[str, int]:
         out = {}
         for table in ("documents", "passages", "llm_cache"):
-            out[table] = int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            out[table] = int(self._read(f"SELECT COUNT(*) FROM {table}")[0][0])
         return out
 
     # extractions ----------------------------------------------------------------------------------------
     def extractions(self) -> dict[str, ExtractionRow]:
-        rows = self._db.execute("SELECT content_hash, status, entities, triples, error FROM extractions")
+        rows = self._read("SELECT content_hash, status, entities, triples, error FROM extractions")
         return {h: ExtractionRow(s, json.loads(e), json.loads(t), err) for h, s, e, t, err in rows}
 
     def put_extractions(
@@ -175,7 +185,7 @@ class RecordStore:
 
     # embedding cache ------------------------------------------------------------------------------------
     def cached_vectors(self, model: str, role: str) -> dict[str, bytes]:
-        rows = self._db.execute("SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ?", (model, role))
+        rows = self._read("SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ?", (model, role))
         return {h: bytes(v) for h, v in rows}
 
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:
@@ -190,7 +200,8 @@ class RecordStore:
 
     # LLM response cache ---------------------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:
-        row = self._db.execute("SELECT response FROM llm_cache WHERE key = ?", (key,)).fetchone()
+        rows = self._read("SELECT response FROM llm_cache WHERE key = ?", (key,))
+        row = rows[0] if rows else None
         return str(row[0]) if row else None
 
     def put_response(self, key: str, model: str, response: str) -> None:
