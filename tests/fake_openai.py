@@ -23,6 +23,7 @@ message, for handlers that answer by content.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -87,6 +88,37 @@ def task_of(request: dict[str, Any]) -> str:
     system = messages[0].get("content") if messages and messages[0].get("role") == "system" else None
     tasks = {NER_SYSTEM: "ner", TRIPLES_SYSTEM: "triples", FILTER_SYSTEM: "filter", READER_SYSTEM: "reader"}
     return tasks.get(system, "other") if isinstance(system, str) else "other"
+
+
+def passage_of(request: dict[str, Any]) -> str:
+    """The passage block ("title\ntext") an extraction request carries, "" for other requests."""
+    text = last_user_text(request)
+    if "Passage:\n" not in text:
+        return ""
+    return text.split("Passage:\n", 1)[1].split("\n\nNamed entities: ", 1)[0]
+
+
+def openie_answer(request: dict[str, Any]) -> str | None:
+    """A deterministic extraction answer by content: the entities are the passage's capitalised words, the
+    triples chain them ("A", "precedes", "B"). None for requests that are not extraction prompts."""
+    task = task_of(request)
+    words = [w.strip(".,;:!?\"'()") for w in passage_of(request).split()]
+    entities = list(dict.fromkeys(w for w in words if w[:1].isupper()))
+    if task == "ner":
+        return json.dumps({"entities": entities})
+    if task == "triples":
+        return json.dumps({"triples": [[a, "precedes", b] for a, b in zip(entities, entities[1:])]})
+    return None
+
+
+def openie_handler(delay: float = 0.0) -> Handler:
+    """A handler answering extraction prompts with `openie_answer` after `delay` seconds."""
+
+    def handle(request: dict[str, Any]) -> Spec | str | None:
+        answer = openie_answer(request)
+        return None if answer is None else reply(answer, delay=delay)
+
+    return handle
 
 
 class FakeOpenAI:
@@ -222,6 +254,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two writes: without this, Nagle's algorithm and the client's delayed
+        # ACK hold the body back ~40 ms per response, which real servers do not do
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
         if body is None:

@@ -221,7 +221,8 @@ def test_openai_embedder_batches_sorts_and_normalises(server: EmbeddingServer) -
     texts = ["alpha", "beta gamma", "alpha", "delta", "", "eps ilon zeta"]
     seen: list[int] = []
     vectors = embedder.embed(texts, role="fact", progress=seen.append)
-    assert [r["input"] for r in server.requests] == [["alpha", "beta gamma"], ["delta", "eps ilon zeta"]]
+    sent = sorted(r["input"] for r in server.requests)  # batches are sent concurrently: any arrival order
+    assert sent == [["alpha", "beta gamma"], ["delta", "eps ilon zeta"]]
     assert all(r["encoding_format"] == "float" and r["model"] == "fake-embed" for r in server.requests)
     assert vectors.shape == (6, 4) and vectors.dtype == np.float32
     for row, text in zip(vectors, texts):

@@ -89,11 +89,13 @@ def test_reindexing_unchanged_documents_is_a_no_op(tmp_path: Path) -> None:
         assert memory.stats()["generation"] == generation
 
 
-def test_identical_content_is_stored_once(tmp_path: Path) -> None:
+def test_identical_content_is_embedded_once_and_documents_stay_independent(tmp_path: Path) -> None:
     with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
         memory.index([Document("a", "Same text here."), Document("b", "Same text here.")])
-        stats = memory.stats()
-    assert stats["documents"] == 2 and stats["passages"] == 1
+        assert memory._source().embedded == 1  # one vector for the shared content
+        assert memory.stats()["documents"] == 2
+        memory.delete(["a"])
+        assert [p.id for p in memory.retrieve("same text", method="dense")[0].passages] == ["b"]
 
 
 def test_long_documents_are_chunked_with_derived_ids(tmp_path: Path) -> None:

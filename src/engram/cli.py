@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from engram.cli_llm import add_run_args, memory_for_estimate, print_estimate, report_llm
 from engram.errors import EngramError
 from engram.memory import IndexReport, Memory
 from engram.settings import resolve_llm
@@ -46,7 +47,7 @@ def say(message: str) -> None:
 
 def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
     path = Path(args.memory)
-    llm = resolve_llm(path, args.llm_base_url, args.llm_model)
+    llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=getattr(args, "llm_concurrency", None))
     return Memory(path, embedder=args.embedder, llm=llm, create=create)
 
 
@@ -63,7 +64,7 @@ def report_index(report: IndexReport) -> None:
         say(f"dropped {report.dropped_triples} malformed triples")
     for doc_id, reason in report.skipped.items():
         say(f"skipped {doc_id}: {reason}")
-    if report.pending:
+    if report.pending and not report.budget_reached:
         say(
             f"{report.pending} passages are pending extraction (no LLM configured): dense and BM25 find them; "
             "run `engram extract` once an LLM is configured"
@@ -76,24 +77,43 @@ def cmd_index(args: argparse.Namespace) -> int:
     collected = collect(args.paths)
     for path, reason in collected.skipped.items():
         say(f"skipped {path}: {reason}")
+    if args.dry_run:
+        with memory_for_estimate(args, open_memory) as memory:
+            estimate = memory.estimate(
+                collected.documents, extractions=args.extractions, max_input_tokens=args.max_input_tokens
+            )
+            print_estimate(estimate, memory.llm)
+        return 0
     bars = Bars(args.progress)
     with open_memory(args, create=True) as memory:
         try:
-            report = memory.index(collected.documents, extractions=args.extractions, progress=bars)
+            report = memory.index(
+                collected.documents,
+                extractions=args.extractions,
+                progress=bars,
+                max_tokens=args.max_tokens,
+                max_input_tokens=args.max_input_tokens,
+            )
         finally:
             bars.close()
     report_index(report)
+    report_llm(report)
     return 0
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        with open_memory(args) as memory:
+            print_estimate(memory.estimate(), memory.llm)
+        return 0
     bars = Bars(args.progress)
     with open_memory(args) as memory:
         try:
-            report = memory.extract(progress=bars)
+            report = memory.extract(progress=bars, max_tokens=args.max_tokens)
         finally:
             bars.close()
     report_index(report)
+    report_llm(report)
     return 0
 
 
@@ -181,6 +201,7 @@ def add_common(p: argparse.ArgumentParser, memory: bool = True) -> None:
     p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER or all-MiniLM-L6-v2)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
+    p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most ($ENGRAM_LLM_CONCURRENCY, 8)")
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -194,12 +215,15 @@ def add_query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", help="JSONL file with a 'question' per row")
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--method", default="hipporag2", choices=["hipporag2", "dense", "bm25"])
+    from engram.retrieve.run import METHODS
+
+    p.add_argument("--method", default="hipporag2", choices=METHODS)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engram.cli_eval import cmd_demo, cmd_eval, configure_eval
+    from engram.cli_eval import cmd_demo
+    from engram.cli_report import cmd_eval, cmd_report, configure_eval, configure_report
 
     parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for LLMs (HippoRAG 2).")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -217,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "index":
             p.add_argument("paths", nargs="+", help="files or folders")
             p.add_argument("--extractions", help="precomputed extractions (JSONL or HippoRAG OpenIE JSON)")
+        if name in ("index", "extract"):
+            add_run_args(p, chunking=name == "index")
         if name in ("retrieve", "ask"):
             add_query_args(p)
     demo = sub.add_parser("demo", help="an offline demo on a bundled corpus")
@@ -224,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     configure_eval(sub.add_parser("eval", help="measure recall on a corpus with gold passages"), add_common)
     sub.choices["eval"].set_defaults(func=cmd_eval)
+    configure_report(sub.add_parser("report", help="compare eval runs (folders from `engram eval --out`)"))
+    sub.choices["report"].set_defaults(func=cmd_report)
     return parser
 
 

@@ -1,151 +1,197 @@
-"""The in-memory index retrieval runs on, built from the records (and a snapshot's arrays when current)."""
+"""The read-only view retrieval runs on, derived from the live `IndexState` after every commit.
+
+Rows are the state's rows: dead ones (deleted passages, facts and phrases no alive passage states) stay in the
+arrays but have no edges, and the masks `passage_alive`, `fact_alive` and `phrase_alive` say which rows count.
+Retrievers score through `dense_scores`, `fact_scores` and `phrase_scores`, which give dead rows the lowest
+alive score of each query (so min-max normalisation and nearest-neighbour picks are as if they did not exist);
+results never include dead passages (`retrieve.run` drops them).
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from engram.config import GraphConfig
-from engram.graph.build import GraphTables, assemble_adjacency, build_tables, synonym_edges
-from engram.graph.ppr import walk_operator
-from engram.store.records import ExtractionRow, PassageRow
-from engram.store.snapshot import Snapshot
-from engram.types import Triple
+from engram.graph.build import GraphTables, assemble_adjacency
+from engram.graph.ppr import personalized_pagerank, walk_operator
+from engram.state import IndexState, fact_text, passage_text
+from engram.store.records import PassageRow
 
 Vectors = npt.NDArray[np.float32]
-# (role, texts) -> vectors, through the embedding cache
-EmbedFn = Callable[[str, Sequence[str]], Vectors]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+__all__ = ["GraphIndex", "fact_text", "passage_text", "view"]
 
 
-def passage_text(row: PassageRow) -> str:
-    """What is embedded for a passage: its title line, then its text."""
-    return f"{row.title}\n{row.text}" if row.title else row.text
-
-
-def fact_text(fact: Triple) -> str:
-    return " ".join(fact)
+def _masked(scores: FloatArray, alive: BoolArray) -> FloatArray:
+    if alive.all() or scores.shape[1] == 0:
+        return scores
+    if not alive.any():
+        return np.zeros_like(scores)
+    floor = scores[:, alive].min(axis=1, keepdims=True)
+    return np.where(alive[None, :], scores, floor)
 
 
 @dataclass
 class GraphIndex:
     passages: list[PassageRow]
+    passage_alive: BoolArray
     passage_vectors: Vectors
     tables: GraphTables
+    phrase_alive: BoolArray
     phrase_vectors: Vectors
+    fact_alive: BoolArray
     fact_vectors: Vectors
-    synonyms: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+    synonyms: tuple[npt.NDArray[np.int64], FloatArray]
     adjacency: sp.csr_matrix
     operator: sp.csr_matrix
-    phrase_passage_counts: npt.NDArray[np.float64]
+    phrase_passage_counts: FloatArray
     pending: int
     failed: int
+    node_rows: npt.NDArray[np.int64]  # row-space node of each canonical node: sorted phrases, then passages
+    canonical_operator: sp.csr_matrix  # the walk over alive nodes in canonical order
+    passage_rank: npt.NDArray[np.int64]  # canonical position of each row (dead rows after all alive ones)
+    phrase_rank: npt.NDArray[np.int64]
+    fact_rank: npt.NDArray[np.int64]
+
+    def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
+        """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
+        a vector). It runs over the alive nodes in canonical order, so the result does not depend on the
+        order in which documents were added; dead rows get 0."""
+        r = np.asarray(resets, dtype=np.float64)
+        out = np.zeros_like(r)
+        out[self.node_rows] = personalized_pagerank(self.canonical_operator, r[self.node_rows], damping)
+        return out
 
     @property
     def n_phrases(self) -> int:
         return len(self.tables.phrases)
 
+    def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
+        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.passage_vectors.shape[1])
+        return _masked((q @ self.passage_vectors.T).astype(np.float64), self.passage_alive)
+
+    def fact_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
+        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.fact_vectors.shape[1])
+        return _masked((q @ self.fact_vectors.T).astype(np.float64), self.fact_alive)
+
+    def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
+        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.phrase_vectors.shape[1])
+        return _masked((q @ self.phrase_vectors.T).astype(np.float64), self.phrase_alive)
+
+    def rankable(self, passage_scores: FloatArray) -> FloatArray:
+        """Scores with dead passages at -inf, which `top_k` never returns."""
+        return np.where(self.passage_alive, passage_scores, -np.inf)
+
     def phrases_of(self, passage_id: str) -> list[str]:
         """The phrase nodes linked to a passage by context edges (empty for unknown or pending passages)."""
-        rows = [i for i, p in enumerate(self.passages) if p.id == passage_id]
+        rows = [i for i, p in enumerate(self.passages) if p.id == passage_id and self.passage_alive[i]]
         if not rows:
             return []
         linked = self.tables.context[self.tables.context[:, 0] == rows[0], 1]
         return [self.tables.phrases[i] for i in linked.tolist()]
 
-    def snapshot(self) -> Snapshot:
-        return Snapshot(
-            passage_ids=[p.id for p in self.passages],
-            phrases=self.tables.phrases,
-            facts=self.tables.facts,
-            arrays={
-                "passages": self.passage_vectors,
-                "phrases": self.phrase_vectors,
-                "facts": self.fact_vectors,
-                "synonyms": self.synonyms[0],
-                "synonym_weights": self.synonyms[1],
-            },
-        )
-
     def stats(self) -> dict[str, int]:
+        relation, synonym, context = len(self.tables.relation), len(self.synonyms[0]), len(self.tables.context)
         return {
-            "passages": len(self.passages),
-            "phrases": self.n_phrases,
-            "facts": len(self.tables.facts),
-            "relation_edges": len(self.tables.relation),
-            "synonym_edges": len(self.synonyms[0]),
-            "context_edges": len(self.tables.context),
-            "edges": len(self.tables.relation) + len(self.synonyms[0]) + len(self.tables.context),
+            "passages": int(self.passage_alive.sum()),
+            "phrases": int(self.phrase_alive.sum()),
+            "facts": int(self.fact_alive.sum()),
+            "relation_edges": relation,
+            "synonym_edges": synonym,
+            "context_edges": context,
+            "edges": relation + synonym + context,
             "pending": self.pending,
             "failed": self.failed,
         }
 
+    def canonical(self) -> dict[str, object]:
+        """The graph by names, independent of row order: alive nodes, and every edge's summed weight keyed by
+        its two node names ("p:<phrase>", "d:<passage id>"). For comparing memories."""
+        names = [f"p:{k}" for k in self.tables.phrases] + [f"d:{p.id}" for p in self.passages]
+        upper = sp.triu(self.adjacency).tocoo()
+        edges = {
+            tuple(sorted((names[i], names[j]))): round(float(w), 9)
+            for i, j, w in zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist())
+        }
+        alive = self.passage_alive
+        return {
+            "passages": sorted(p.id for p, a in zip(self.passages, alive) if a),
+            "phrases": sorted(k for k, a in zip(self.tables.phrases, self.phrase_alive) if a),
+            "facts": sorted(f for f, a in zip(self.tables.facts, self.fact_alive) if a),
+            "edges": edges,
+        }
 
-class _Clock:
-    def __init__(self, timings: dict[str, float] | None) -> None:
-        self.timings = timings
-        self.last = time.perf_counter()
 
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        if self.timings is not None:
-            self.timings[name] = self.timings.get(name, 0.0) + now - self.last
-        self.last = now
-
-
-def _matches(snapshot: Snapshot, passages: list[PassageRow], tables: GraphTables) -> bool:
-    return (
-        snapshot.passage_ids == [p.id for p in passages]
-        and snapshot.phrases == tables.phrases
-        and snapshot.facts == tables.facts
+def view(state: IndexState) -> GraphIndex:
+    """Derive the arrays of the current state (O(edges); vectors are shared, not copied)."""
+    n_passages, n_phrases = len(state.passages), len(state.phrases)
+    alive = np.array(state.passage_alive, dtype=bool)
+    rows = [i for i in range(n_passages) if alive[i] and len(state.passage_context[i])]
+    context = (
+        np.concatenate(
+            [np.column_stack([np.full(len(state.passage_context[i]), i), state.passage_context[i]]) for i in rows]
+        ).astype(np.int64)
+        if rows
+        else np.zeros((0, 2), dtype=np.int64)
     )
-
-
-def build_index(
-    passages: list[PassageRow],
-    extractions: dict[str, ExtractionRow],
-    embed: EmbedFn,
-    config: GraphConfig,
-    snapshot: Snapshot | None = None,
-    timings: dict[str, float] | None = None,
-) -> GraphIndex:
-    """Derive the graph from records. Arrays come from `snapshot` when it matches the records exactly,
-    otherwise vectors come from `embed` (cached) and synonym edges are recomputed. Seconds spent per step are
-    added to `timings` ("tables", "synonyms", "graph"; embedding time is the caller's to measure)."""
-    clock = _Clock(timings)
-    done = [extractions.get(p.content_hash) for p in passages]
-    triples = [row.triples if row is not None and row.status == "done" else [] for row in done]
-    tables = build_tables(triples)
-    clock.lap("tables")
-    if snapshot is not None and _matches(snapshot, passages, tables):
-        arrays = snapshot.arrays
-        passage_vectors, phrase_vectors, fact_vectors = arrays["passages"], arrays["phrases"], arrays["facts"]
-        synonyms = (np.asarray(arrays["synonyms"]), np.asarray(arrays["synonym_weights"]))
-    else:
-        passage_vectors = embed("passage", [passage_text(p) for p in passages])
-        phrase_vectors = embed("phrase", tables.phrases)
-        fact_vectors = embed("fact", [fact_text(f) for f in tables.facts])
-        clock.lap("embed")
-        synonyms = synonym_edges(phrase_vectors, config.synonym_threshold, config.synonym_top_k)
-        clock.lap("synonyms")
-    adjacency = assemble_adjacency(tables, len(passages), synonyms, config.context_weight)
-    counts = np.bincount(tables.context[:, 1], minlength=len(tables.phrases)).astype(np.float64)
-    operator = walk_operator(adjacency)
-    clock.lap("graph")
+    relation = np.array(sorted(state.relation), dtype=np.int64).reshape(-1, 2)
+    support = np.array([state.relation[(a, b)] for a, b in relation.tolist()], dtype=np.float64)
+    tables = GraphTables(
+        phrases=state.phrases,
+        facts=state.facts,
+        fact_phrases=np.array(state.fact_phrases, dtype=np.int64).reshape(-1, 2),
+        context=context,
+        relation=relation,
+        relation_support=support,
+        dropped=sum(d for d, a in zip(state.passage_dropped, alive) if a),
+    )
+    synonyms = state.synonyms.edges()
+    adjacency = assemble_adjacency(tables, n_passages, synonyms, state.config.context_weight)
+    statuses = [s for s, a in zip(state.passage_status, alive) if a]
+    order = _canonical(state)
+    node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     return GraphIndex(
-        passages=passages,
-        passage_vectors=passage_vectors,
+        passages=state.passages,
+        passage_alive=alive,
+        passage_vectors=state.vectors["passage"].view(),
         tables=tables,
-        phrase_vectors=phrase_vectors,
-        fact_vectors=fact_vectors,
+        phrase_alive=np.array(state.phrase_refs, dtype=np.int64) > 0 if n_phrases else np.zeros(0, dtype=bool),
+        phrase_vectors=state.vectors["phrase"].view(),
+        fact_alive=np.array(state.fact_support, dtype=np.int64) > 0 if state.facts else np.zeros(0, dtype=bool),
+        fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
         adjacency=adjacency,
-        operator=operator,
-        phrase_passage_counts=counts,
-        pending=sum(1 for row in done if row is None),
-        failed=sum(1 for row in done if row is not None and row.status == "failed"),
+        operator=walk_operator(adjacency),
+        phrase_passage_counts=np.bincount(context[:, 1], minlength=n_phrases).astype(np.float64),
+        pending=statuses.count("pending"),
+        failed=statuses.count("failed"),
+        node_rows=node_rows,
+        canonical_operator=walk_operator(adjacency[node_rows][:, node_rows]),
+        passage_rank=_ranks(order["passage"], n_passages),
+        phrase_rank=_ranks(order["phrase"], n_phrases),
+        fact_rank=_ranks(order["fact"], len(state.facts)),
     )
+
+
+def _canonical(state: IndexState) -> dict[str, npt.NDArray[np.int64]]:
+    """Rows of the alive passages, phrases and facts, each sorted by key."""
+    passages = state.passage_order.keys(lambda k: state.passage_alive[state.passage_row[k]])
+    phrases = state.phrase_order.keys(lambda k: state.phrase_refs[state.phrase_row[k]] > 0)
+    facts = state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0)
+    return {
+        "passage": np.array([state.passage_row[k] for k in passages], dtype=np.int64),
+        "phrase": np.array([state.phrase_row[k] for k in phrases], dtype=np.int64),
+        "fact": np.array([state.fact_row[k] for k in facts], dtype=np.int64),
+    }
+
+
+def _ranks(order: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:
+    """Position of each row in `order`; rows not in it (dead) come after, by row."""
+    ranks = np.arange(size, dtype=np.int64) + len(order)
+    ranks[order] = np.arange(len(order), dtype=np.int64)
+    return ranks

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from engram.errors import InputError
@@ -40,6 +40,11 @@ def as_document(item: object) -> Document:
     return doc
 
 
+def document_hash(doc: Document) -> str:
+    """The content hash a stored document is compared by (title and cleaned text)."""
+    return content_hash(f"{doc.title or ''}\x00{clean_text(doc.text)}")
+
+
 def passage_hash(title: str | None, text: str) -> str:
     return content_hash(f"{title or ''}\x00{text}")
 
@@ -47,22 +52,25 @@ def passage_hash(title: str | None, text: str) -> str:
 def prepare(
     items: Iterable[object],
     known_documents: dict[str, str],
-    known_passages: dict[str, str],
+    known_passages: Collection[str],
     chunking: ChunkConfig,
 ) -> Prepared:
     """Validate, chunk and deduplicate. `known_documents` maps stored doc ids to content hashes and
-    `known_passages` stored passage content hashes to passage ids. Identical content is stored once."""
+    `known_passages` holds the stored passage ids.
+
+    Each document owns its passages (so deleting one document never touches another's). Identical chunks
+    share their expensive parts: the extraction and the embedding are cached by content, so a repeated
+    passage costs no LLM call and no embedding. Within one document, a repeated chunk is one passage."""
     out = Prepared()
     seen_ids: set[str] = set()
-    passage_ids = set(known_passages.values())
-    by_hash = dict(known_passages)
+    passage_ids = set(known_passages)
     for item in items:
         doc = as_document(item)
         if doc.id in seen_ids:
             raise InputError(f"document id {doc.id!r} appears twice in one batch: ids must be unique")
         seen_ids.add(doc.id)
         text = clean_text(doc.text)
-        digest = content_hash(f"{doc.title or ''}\x00{text}")
+        digest = document_hash(doc)
         if known_documents.get(doc.id) == digest:
             out.unchanged += 1
             continue
@@ -71,6 +79,7 @@ def prepare(
                 f"document {doc.id!r} is already indexed with other content: delete it first or give a new id"
             )
         chunks = chunk_text(text, chunking)
+        by_hash: dict[str, str] = {}
         if not chunks:
             out.skipped[doc.id] = "empty"
             continue

@@ -7,28 +7,30 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-
+from engram.commit import VectorSource, fill_vectors, load_state, read_snapshot_for, save_snapshot, synonym_payload
 from engram.config import MemoryConfig
-from engram.embed.base import Embedder, Role, Vectors
+from engram.embed.base import Embedder, Vectors
 from engram.errors import EngramError, InputError, LLMError, MemoryFormatError
 from engram.extract.importers import ExtractionSet, load_extractions
-from engram.index import GraphIndex, build_index, passage_text
-from engram.ingest import prepare
+from engram.extract.planning import ExtractionEstimate, passage_token_budget
+from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
+from engram.index import GraphIndex, passage_text, view
+from engram.ingest import Prepared, document_hash, prepare
 from engram.llm.base import ChatModel
-from engram.pipeline import apply_extractions, run_extraction, staged_writes
+from engram.pipeline import apply_extractions, staged_writes
 from engram.retrieve.bm25 import BM25Index
 from engram.retrieve.run import answer_all, retrieve
 from engram.settings import load_file_config, resolve_embedder
+from engram.state import IndexState
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
-from engram.store.records import PassageRow, RecordStore
-from engram.store.snapshot import read_snapshot, remove_other_snapshots, write_snapshot
+from engram.store.records import RecordStore
+from engram.text import ChunkConfig
 from engram.types import Answer, Document, Retrieval
 
 # progress(stage, done, total): opt-in; the CLI turns it into progress bars
@@ -50,6 +52,24 @@ class IndexReport:
     stats: dict[str, int] = field(default_factory=dict)
     # seconds per step: prepare, import, extract, embed, tables, synonyms, graph, commit
     timings: dict[str, float] = field(default_factory=dict)
+    # the token budget (max_tokens) stopped extraction: unfinished passages stay pending, a re-run resumes
+    budget_reached: bool = False
+    # LLM usage of this call: calls, prompt_tokens, completion_tokens, cache_hits, retries, failures, tokens
+    llm: dict[str, int] = field(default_factory=dict)
+
+
+class _Clock:
+    """Adds the seconds since the previous lap to `timings[name]` (when timings are wanted)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.timings is not None:
+            self.timings[name] = self.timings.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 class Memory:
@@ -81,8 +101,12 @@ class Memory:
         self._store = RecordStore(self.path / DB_NAME)
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
         self._index: GraphIndex | None = None
+        self._state: IndexState | None = None
+        self._vectors: VectorSource | None = None
         self._generation = -1
+        self._dirty = False
         self._bm25: BM25Index | None = None
+        self._session: LLMSession | None = None
 
     def _open_directory(self, create: bool) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -102,7 +126,11 @@ class Memory:
 
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
-        self._store.close()
+        try:
+            self.flush()
+            self._flush_llm()
+        finally:
+            self._store.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -110,21 +138,7 @@ class Memory:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    # embedding through the cache ----------------------------------------------------------------------
-    def _embed(self, role: str, texts: Sequence[str], progress: Progress | None = None) -> Vectors:
-        if not texts:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
-        cached = self._store.cached_vectors(self._model_key, role)
-        missing = sorted({h: t for h, t in zip(hashes, texts) if h not in cached}.items())
-        if missing:
-            total = len(missing)
-            report = (lambda done: progress(f"embed {role}s", done, total)) if progress else None
-            fresh = self.embedder.embed([t for _, t in missing], role=_role(role), progress=report)
-            self._store.put_vectors(self._model_key, role, [h for h, _ in missing], fresh)
-            cached.update((h, v.tobytes()) for (h, _), v in zip(missing, fresh))
-        return np.stack([np.frombuffer(cached[h], dtype=np.float32) for h in hashes])
-
+    # vectors, state and commits ------------------------------------------------------------------------
     def _embed_queries(self, queries: Sequence[str]) -> Vectors:
         return self.embedder.embed(list(queries), role="query")
 
@@ -132,54 +146,72 @@ class Memory:
         index = self._current()
         with self._lock:
             if self._bm25 is None:
-                self._bm25 = BM25Index([passage_text(p) for p in index.passages])
+                self._bm25 = BM25Index([passage_text(p) for p in index.passages], index.passage_alive)
             return self._bm25
 
-    # the index ----------------------------------------------------------------------------------------
+    def _source(self) -> VectorSource:
+        if self._vectors is None:
+            self._vectors = VectorSource(self._store, self.embedder, self._model_key, read_snapshot_for(self.path))
+        return self._vectors
+
     def _current(self) -> GraphIndex:
         """The index of the latest committed generation (reloaded when another process committed one)."""
         with self._lock:
             generation = self._store.generation
-            if self._index is None or generation != self._generation:
-                self._index = self._load(generation)
-                self._generation = generation
-                self._bm25 = None
+            if self._state is None or self._index is None or generation != self._generation:
+                self._state, changed = load_state(self._store, self._source(), self.config.graph)
+                if changed:  # synonym lists computed on load: keep them
+                    with self._store.transaction() as db:
+                        self._store.write_synonyms(db, synonym_payload(self._state, changed))
+                self._index, self._generation, self._bm25 = view(self._state), generation, None
+                self._dirty = self._source().embedded > 0 or not (self.path / "index").exists()
             return self._index
 
-    def _load(self, generation: int) -> GraphIndex:
-        passages = self._store.passages()
-        snapshot = read_snapshot(self.path, generation)
-        index = build_index(passages, self._store.extractions(), self._embed, self.config.graph, snapshot)
-        if snapshot is None and passages:
-            write_snapshot(self.path, generation, index.snapshot())
-        return index
-
-    def _commit(
+    def _change(
         self,
-        staged: Sequence[PassageRow],
+        mutate: Callable[[IndexState], None],
         writes: Callable[[sqlite3.Connection], None],
-        progress: Progress | None,
+        progress: Progress | None = None,
         timings: dict[str, float] | None = None,
     ) -> GraphIndex:
-        """Build the next generation from the records as they will be (stored + `staged` passages), write its
-        snapshot, then run `writes` and set the generation number in one transaction."""
-        base = self._store.generation
-        passages = sorted([*self._store.passages(), *staged], key=lambda p: p.id)
-        embed = (lambda role, texts: self._embed(role, texts, progress)) if progress else self._embed
-        index = build_index(passages, self._store.extractions(), embed, self.config.graph, timings=timings)
-        start = time.perf_counter()
-        write_snapshot(self.path, base + 1, index.snapshot())
-        with self._store.transaction() as db:
-            if self._store.generation != base:
-                raise EngramError("the memory was changed by another process meanwhile: run the command again")
-            writes(db)
-            self._store.set_meta(db, "generation", str(base + 1))
-        remove_other_snapshots(self.path, base + 1)
-        if timings is not None:
-            timings["commit"] = time.perf_counter() - start
+        """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
+        synonym lists and the next generation number in one transaction. On any failure the in-memory state
+        is dropped and reloaded from the (unchanged) records on next use."""
+        clock = _Clock(timings)
         with self._lock:
-            self._index, self._generation, self._bm25 = index, base + 1, None
-        return index
+            self._current()
+            state, base = self._state, self._generation
+            if state is None:  # pragma: no cover - _current always sets it
+                raise EngramError("internal error: the index state is not loaded")
+            try:
+                mutate(state)
+                clock.lap("tables")
+                fill_vectors(state, self._source(), progress)
+                clock.lap("embed")
+                changed = state.update_synonyms()
+                clock.lap("synonyms")
+                index = view(state)
+                clock.lap("graph")
+                with self._store.transaction() as db:
+                    if self._store.generation != base:
+                        raise EngramError("the memory was changed by another process meanwhile: run it again")
+                    writes(db)
+                    self._store.write_synonyms(db, synonym_payload(state, changed))
+                    self._store.set_meta(db, "generation", str(base + 1))
+                clock.lap("commit")
+            except BaseException:
+                self._state = self._index = None
+                raise
+            self._index, self._generation, self._bm25, self._dirty = index, base + 1, None, True
+            return index
+
+    def flush(self) -> None:
+        """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
+        from the SQLite cache. Called by `close()` when anything changed; safe to skip (it is only a cache)."""
+        with self._lock:
+            if self._state is not None and self._dirty:
+                save_snapshot(self.path, self._generation, self._state)
+                self._dirty = False
 
     # public API ---------------------------------------------------------------------------------------
     def index(
@@ -188,76 +220,251 @@ class Memory:
         *,
         extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None,
         progress: Progress | None = None,
+        max_tokens: int | None = None,
+        max_input_tokens: int | None = None,
     ) -> IndexReport:
         """Add documents. Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG
-        OpenIE JSON, a path or loaded), else from the LLM when one is configured, else stay pending."""
+        OpenIE JSON, a path or loaded), else from the LLM when one is configured, else stay pending.
+        Only what is new is extracted, embedded and linked; queries on this Memory see it at once.
+
+        With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
+        extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
+        resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
+        self._current()
         start = time.perf_counter()
-        prepared = prepare(documents, self._store.document_hashes(), self._store.passage_hashes(), self.config.chunk)
+        chunking = self._chunking(max_input_tokens)
+        prepared = prepare(documents, self._store.document_hashes(), self._store.passage_ids(), chunking)
         report = IndexReport(skipped=dict(prepared.skipped), unchanged=prepared.unchanged)
         report.timings["prepare"] = time.perf_counter() - start
-        if not prepared.documents:
-            report.stats = self._current().stats()
-            report.pending = report.stats["pending"]
-            return report
+        if self.llm is not None:
+            self._extract_into(report, progress, max_tokens)
+        if prepared.documents:
+            self._ingest(prepared, [], _as_extraction_set(extractions), report, progress, max_tokens)
+            report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        return self._finish(report)
+
+    def update(
+        self, document: Document, *, extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None
+    ) -> IndexReport:
+        """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
+        Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
+        self._current()
+        known = self._store.document_hashes()
+        report = IndexReport()
+        if known.get(document.id) == document_hash(document):
+            report.unchanged = 1
+            return self._finish(report)
+        old = known.pop(document.id, None) is not None
+        orphans, _ = self._orphans([document.id] if old else [])
+        passages = self._store.passage_ids() - set(orphans)
+        prepared = prepare([document], known, passages, self.config.chunk)
+        self._ingest(prepared, [document.id] if old else [], _as_extraction_set(extractions), report, None)
+        report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        return self._finish(report)
+
+    def delete(self, document_ids: Iterable[str]) -> IndexReport:
+        """Remove documents: their passages (unless another document shares them), the facts and phrases no
+        remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
+        self._current()
+        ids = list(dict.fromkeys(document_ids))
+        known = self._store.document_hashes()
+        report = IndexReport(skipped={d: "not in the memory" for d in ids if d not in known})
+        present = [d for d in ids if d in known]
+        if present:
+            self._ingest(Prepared(), present, ExtractionSet(), report, None)
+            report.documents = len(present)
+        return self._finish(report)
+
+    def _ingest(
+        self,
+        prepared: Prepared,
+        removed_docs: list[str],
+        found: ExtractionSet,
+        report: IndexReport,
+        progress: Progress | None,
+        max_tokens: int | None = None,
+    ) -> None:
+        """One commit: drop `removed_docs`, add `prepared`, with extractions imported or from the LLM."""
         start = time.perf_counter()
-        found = _as_extraction_set(extractions)
         report.imported = apply_extractions(self._store, prepared.passages, found)
         report.timings["import"] = time.perf_counter() - start
         start = time.perf_counter()
-        report.extracted, report.failed = self._run_llm(prepared.passages, progress)
-        report.timings["extract"] = time.perf_counter() - start
-        writes = staged_writes(self._store, prepared)
-        index = self._commit(prepared.passages, writes, progress, report.timings)
-        report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        self._run_llm(prepared.passages, progress, report, max_tokens)
+        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
+        orphans, heirs = self._orphans(removed_docs)
+        source = self._source()
+        vectors = source.get("passage", [passage_text(p) for p in prepared.passages], progress)
+        rows = self._store.extractions_for([p.content_hash for p in prepared.passages])
+
+        def mutate(state: IndexState) -> None:
+            for pid in orphans:
+                state.remove_passage(pid)
+            for passage, vector in zip(prepared.passages, vectors):
+                state.add_passage(passage, vector)
+            for digest, row in rows.items():  # every passage with that content, old ones too
+                for i in state.alive_with_content(digest):
+                    state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+
+        add = staged_writes(self._store, prepared)
+
+        def writes(db: sqlite3.Connection) -> None:
+            self._store.delete_documents(db, removed_docs, orphans)
+            for pid, doc in heirs.items():
+                self._store.repoint_passage(db, pid, doc)
+            add(db)
+
+        self._change(mutate, writes, progress, report.timings)
+
+    def _orphans(self, removed_docs: list[str]) -> tuple[list[str], dict[str, str]]:
+        """Passages of `removed_docs` that no other document uses, and shared ones, which pass to another of
+        their documents (passage id -> new owner)."""
+        used = self._store.chunk_passages(removed_docs)
+        candidates = sorted({p for ps in used.values() for p in ps})
+        users = self._store.passage_users(candidates)
+        orphans, heirs = [], {}
+        for pid in candidates:
+            others = sorted(users.get(pid, set()) - set(removed_docs))
+            if others:
+                heirs[pid] = others[0]
+            else:
+                orphans.append(pid)
+        return orphans, heirs
+
+    def _finish(self, report: IndexReport) -> IndexReport:
+        index = self._current()
         report.stats = index.stats()
         report.pending, report.dropped_triples = report.stats["pending"], index.tables.dropped
         return report
 
-    def extract(self, progress: Progress | None = None) -> IndexReport:
-        """Run the LLM on pending and failed passages, then rebuild the graph with their triples."""
+    def extract(self, progress: Progress | None = None, max_tokens: int | None = None) -> IndexReport:
+        """Run the LLM on pending and failed passages, then add their triples to the graph. `max_tokens`
+        caps the LLM tokens spent (`report.budget_reached`; run it again to resume)."""
         if self.llm is None:
             raise LLMError("no LLM configured: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
-        index = self._current()
-        done = {h for h, row in self._store.extractions().items() if row.status == "done"}
-        todo = [p for p in index.passages if p.content_hash not in done]
         report = IndexReport()
-        report.extracted, report.failed = self._run_llm(todo, progress)
-        if report.extracted:
-            index = self._commit([], lambda db: None, progress)
-        report.stats = index.stats()
-        report.pending = report.stats["pending"]
-        return report
+        self._extract_into(report, progress, max_tokens)
+        return self._finish(report)
 
-    def _run_llm(self, passages: Sequence[Any], progress: Progress | None) -> tuple[int, int]:
+    def _extract_into(self, report: IndexReport, progress: Progress | None, max_tokens: int | None) -> None:
+        index = self._current()
+        todo = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
+        done = self._store.extractions_for([p.content_hash for p in todo])
+        todo = [p for p in todo if p.content_hash not in done or done[p.content_hash].status != "done"]
+        if not todo:
+            return
+        start = time.perf_counter()
+        before = report.extracted + report.failed
+        self._run_llm(todo, progress, report, max_tokens)
+        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
+        if report.extracted + report.failed > before:
+            rows = self._store.extractions_for([p.content_hash for p in todo])
+
+            def mutate(state: IndexState) -> None:
+                for p in todo:
+                    row = rows.get(p.content_hash)
+                    if row is not None:
+                        state.set_triples(
+                            state.passage_row[p.id], row.status, row.triples if row.status == "done" else []
+                        )
+
+            self._change(mutate, lambda db: None, progress, report.timings)
+
+    # the LLM: cache, accounting, budgets ------------------------------------------------------------------
+    def _llm_session(self) -> LLMSession | None:
         if self.llm is None:
-            return 0, 0
-        return run_extraction(self._store, self.llm, passages, progress)
+            return None
+        if self._session is None or self._session.llm is not self.llm:
+            self._flush_llm()
+            self._session = LLMSession(self._store, self.llm)
+        return self._session
+
+    def _flush_llm(self) -> None:
+        if self._session is not None:
+            self._session.flush()
+
+    def _run_llm(
+        self, passages: Sequence[Any], progress: Progress | None, report: IndexReport, max_tokens: int | None
+    ) -> None:
+        """Extract `passages` into the records; counts and usage go into `report`, `max_tokens` is the
+        budget of the whole call (what earlier steps of it spent is deducted)."""
+        session = self._llm_session()
+        if session is None or not passages:
+            return
+        left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
+        run = session.extract(passages, progress, left)
+        report.extracted += run.done
+        report.failed += run.failed
+        report.budget_reached = report.budget_reached or run.budget_reached
+        for key, value in [*run.usage.as_dict().items(), ("tokens", run.usage.tokens)]:
+            report.llm[key] = report.llm.get(key, 0) + value
+
+    def _chunking(self, max_input_tokens: int | None) -> ChunkConfig:
+        if max_input_tokens is None:
+            return self.config.chunk
+        budget = passage_token_budget(max_input_tokens)
+        current = self.config.chunk.max_tokens
+        return replace(self.config.chunk, max_tokens=budget if current is None else min(current, budget))
+
+    def estimate(
+        self,
+        documents: Iterable[str | Document] = (),
+        *,
+        extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None,
+        max_input_tokens: int | None = None,
+    ) -> ExtractionEstimate:
+        """What `index(documents)` (or, without documents, `extract()`) would send to the LLM, without
+        calling it or writing anything: passages to extract, requests, input tokens, and requests the response
+        cache will answer. Token counts use `engram.tokens` (offline estimate unless ENGRAM_TOKENIZER is set)."""
+        index = self._current()
+        prepared = prepare(
+            documents, self._store.document_hashes(), self._store.passage_ids(), self._chunking(max_input_tokens)
+        )
+        found = _as_extraction_set(extractions)
+        fresh = [p for p in prepared.passages if found.find(p.id, p.doc_id, p.title, p.text) is None]
+        stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
+        session = self._llm_session()
+        if session is None:
+            return estimate_without_llm(self._store, [*stored, *fresh])
+        return session.estimate([*stored, *fresh])
 
     def stats(self) -> dict[str, Any]:
         index = self._current()
+        self._flush_llm()
         return {
             **index.stats(),
             "documents": self._store.counts()["documents"],
             "generation": self._generation,
             "embedder": self.embedder.identity,
+            "llm": usage_stats(self._store),
         }
 
     def phrases_of(self, passage_id: str) -> list[str]:
         """The phrases a passage is linked to in the graph (to explain why it was retrieved)."""
         return self._current().phrases_of(passage_id)
 
-    def retrieve(self, queries: str | Sequence[str], top_k: int = 5, method: str = "hipporag2") -> list[Retrieval]:
-        """Ranked passages for each query, as a list of `Retrieval` (one per query, in order)."""
-        return retrieve(self, _as_queries(queries), top_k, method)
+    def retrieve(
+        self,
+        queries: str | Sequence[str],
+        top_k: int = 5,
+        method: str = "hipporag2",
+        *,
+        query_entities: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[Retrieval]:
+        """Ranked passages for each query, as a list of `Retrieval` (one per query, in order).
+
+        `query_entities` (query text -> named entities) feeds `hipporag1` and `hipporag2-ner-to-node`;
+        queries it lacks get their entities from the LLM when one is configured."""
+        try:
+            return retrieve(self, _as_queries(queries), top_k, method, query_entities=query_entities)
+        finally:
+            self._flush_llm()
 
     def answer(self, queries: str | Sequence[str], top_k: int = 5, method: str = "hipporag2") -> list[Answer]:
         """Retrieve, then read the top passages with the LLM; a list of `Answer`."""
-        return answer_all(self, _as_queries(queries), top_k, method)
-
-
-def _role(name: str) -> Role:
-    roles: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
-    return roles[name]
+        try:
+            return answer_all(self, _as_queries(queries), top_k, method)
+        finally:
+            self._flush_llm()
 
 
 def _as_queries(queries: str | Sequence[str]) -> list[str]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from engram.extract.importers import ExtractionSet
 from engram.graph.build import normalize_triple
 from engram.ingest import Prepared
 from engram.llm.base import ChatModel
-from engram.llm.cache import CachedChat
 from engram.store.records import PassageRow, RecordStore
 
 Progress = Callable[[str, int, int], None]
@@ -36,29 +34,12 @@ def run_extraction(
     store: RecordStore, llm: ChatModel, passages: Sequence[PassageRow], progress: Progress | None
 ) -> tuple[int, int]:
     """Extract every passage that has no finished extraction; each result is committed as it arrives, so a
-    crash loses no finished call. Returns (done, failed)."""
-    from engram.extract.openie import extract_many
+    crash loses no finished call. Returns (done, failed). (`engram.extract.runner.extract_pending` adds a
+    token budget and accounting.)"""
+    from engram.extract.runner import extract_pending
 
-    existing = store.extractions()
-    todo = [p for p in passages if not (p.content_hash in existing and existing[p.content_hash].status == "done")]
-    by_id = {p.id: p for p in todo}
-    counts = {"done": 0, "failed": 0}
-
-    def on_result(passage_id: str, outcome: Any) -> None:
-        digest = by_id[passage_id].content_hash
-        if outcome.error:
-            store.put_failure(digest, outcome.error, llm.identity)
-            counts["failed"] += 1
-        else:
-            store.put_extractions([(digest, outcome.entities, outcome.triples, outcome.dropped)], llm.identity)
-            counts["done"] += 1
-        if progress:
-            progress("extract", counts["done"] + counts["failed"], len(todo))
-
-    if todo:
-        chat = CachedChat(llm, store)
-        extract_many(chat, [(p.id, p.text, p.title) for p in todo], on_result=on_result)
-    return counts["done"], counts["failed"]
+    run = extract_pending(store, llm, passages, progress)
+    return run.done, run.failed
 
 
 def staged_writes(store: RecordStore, prepared: Prepared) -> Callable[[sqlite3.Connection], None]:

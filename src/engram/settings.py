@@ -59,15 +59,11 @@ def resolve_llm(
     base_url: str | None = None,
     model: str | None = None,
     api_key: str | None = None,
+    **options: Any,
 ) -> ChatModel | None:
-    """The configured chat model, or None when no model is configured anywhere."""
-    from engram.llm.openai_chat import OpenAIChat
+    """The configured chat model, or None when no model is configured anywhere. `options` are further
+    explicit settings (e.g. max_concurrency); every setting and its variable: `engram.llm.factory`."""
+    from engram.llm.factory import llm_settings, make_chat
 
     section = read_config_file(memory_dir).get("llm", {}) if memory_dir is not None else {}
-    base_url = base_url or os.environ.get("ENGRAM_LLM_BASE_URL") or section.get("base_url")
-    model = model or os.environ.get("ENGRAM_LLM_MODEL") or section.get("model")
-    if not model:
-        return None
-    key_env = section.get("api_key_env", "OPENAI_API_KEY")
-    api_key = api_key or os.environ.get(key_env)
-    return OpenAIChat(model=model, base_url=base_url, api_key=api_key)
+    return make_chat(llm_settings(section, base_url=base_url, model=model, api_key=api_key, **options))

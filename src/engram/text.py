@@ -37,18 +37,33 @@ def content_hash(text: str) -> str:
 @dataclass(frozen=True)
 class ChunkConfig:
     """Word windows: documents of at most `max_words` words stay whole; longer ones are cut into windows of
-    `max_words` words that overlap by `overlap` words."""
+    `max_words` words that overlap by `overlap` words. With `max_tokens`, a window longer than that many
+    tokens (`engram.tokens`: a tokenizer file or the offline estimate) is cut further, without overlap, so
+    that extraction prompts fit the model's context (`--max-input-tokens`)."""
 
     max_words: int = 300
     overlap: int = 50
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_words < 1 or not 0 <= self.overlap < self.max_words:
             raise ValueError("chunking needs max_words >= 1 and 0 <= overlap < max_words")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError("chunking needs max_tokens >= 1 (or None)")
 
 
 def chunk_text(text: str, config: ChunkConfig = ChunkConfig()) -> list[str]:
-    """Split `text` into overlapping word windows, keeping the original spacing inside each window."""
+    """Split `text` into overlapping word windows, keeping the original spacing inside each window, then cut
+    windows longer than `config.max_tokens` tokens."""
+    windows = _word_windows(text, config)
+    if config.max_tokens is None:
+        return windows
+    from engram.tokens import split_to_fit
+
+    return [piece for window in windows for piece in split_to_fit(window, config.max_tokens)]
+
+
+def _word_windows(text: str, config: ChunkConfig) -> list[str]:
     spans = [m.span() for m in _WORD.finditer(text)]
     if len(spans) <= config.max_words:
         stripped = text.strip()

@@ -9,17 +9,20 @@ success. Valid JSON that holds no valid triple is a success with no triples.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engram.errors import ExtractionError, LLMConfigError, LLMError
-from engram.llm.base import ChatModel, Message
+from engram.llm import aio
+from engram.llm.base import ChatModel, Message, is_async_chat
+from engram.llm.failures import LLMTruncatedError, LLMUnreachableError
 from engram.llm.jsonparse import parse_json_object
-from engram.llm.openai_chat import LLMTruncatedError, LLMUnreachableError
 from engram.text import normalize_phrase
 from engram.types import Triple
 
@@ -155,12 +158,45 @@ def _read_triples(reply: dict[str, Any]) -> tuple[list[Triple], int]:
     return triples, dropped
 
 
-def _ask_json(chat: ChatModel, messages: list[Message], read: Callable[[dict[str, Any]], Any]) -> Any:
+ENTITY_SCHEMA: dict[str, Any] = {
+    "name": "named_entities",
+    "schema": {
+        "type": "object",
+        "properties": {"entities": {"type": "array", "items": {"type": "string"}}},
+        "required": ["entities"],
+        "additionalProperties": False,
+    },
+}
+TRIPLE_SCHEMA: dict[str, Any] = {
+    "name": "triples",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "triples": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3},
+            }
+        },
+        "required": ["triples"],
+        "additionalProperties": False,
+    },
+}
+
+
+async def _ask(chat: ChatModel, messages: list[Message], schema: dict[str, Any]) -> str:
+    if is_async_chat(chat):
+        return await chat.acomplete(messages, json=True, schema=schema)
+    return await aio.to_thread(chat.complete, messages, json=True)
+
+
+async def _ask_json(
+    chat: ChatModel, messages: list[Message], read: Callable[[dict[str, Any]], Any], schema: dict[str, Any]
+) -> Any:
     """Ask, parse with `read`; on an unreadable reply ask once more with the reason. Raises
     `ExtractionError` when the second reply is unreadable too."""
     for attempt in range(2):
         try:
-            reply = chat.complete(messages, json=True)
+            reply = await _ask(chat, messages, schema)
         except LLMTruncatedError as error:
             reply, reason = error.text, "it was cut off at the length limit; write a shorter reply"
         else:
@@ -183,29 +219,33 @@ def _ask_json(chat: ChatModel, messages: list[Message], read: Callable[[dict[str
     raise AssertionError("unreachable")
 
 
-def extract_passage(chat: ChatModel, text: str, title: str | None = None) -> ExtractionOutcome:
-    """Run both steps on one passage. A bad reply or a failed call gives an outcome with `error` set;
-    only `LLMConfigError` and `LLMUnreachableError` are raised, since no other passage could escape them."""
+async def aextract_passage(chat: ChatModel, text: str, title: str | None = None) -> ExtractionOutcome:
+    """`extract_passage` as a coroutine on the shared loop (`engram.llm.aio`)."""
     try:
-        entities: list[str] = _ask_json(chat, ner_messages(text, title), _read_entities)
-        triples, dropped = _ask_json(chat, triple_messages(text, entities, title), _read_triples)
+        entities: list[str] = await _ask_json(chat, ner_messages(text, title), _read_entities, ENTITY_SCHEMA)
+        triples, dropped = await _ask_json(
+            chat, triple_messages(text, entities, title), _read_triples, TRIPLE_SCHEMA
+        )
     except (LLMConfigError, LLMUnreachableError):
         raise
     except ExtractionError as error:
         return ExtractionOutcome(error=f"unreadable reply: {error}")
     except LLMError as error:
         return ExtractionOutcome(error=f"LLM call failed: {error}")
-    return ExtractionOutcome(entities=entities, triples=triples, dropped=dropped)
-
-
-def _extract_guarded(chat: ChatModel, text: str, title: str | None) -> ExtractionOutcome:
-    try:
-        return extract_passage(chat, text, title)
-    except (LLMConfigError, LLMUnreachableError):
-        raise
     except Exception as error:  # one passage's bug must not sink the run; it is recorded as failed
         logger.debug("extraction crashed", exc_info=True)
         return ExtractionOutcome(error=f"extraction crashed: {type(error).__name__}: {error}")
+    return ExtractionOutcome(entities=entities, triples=triples, dropped=dropped)
+
+
+def extract_passage(chat: ChatModel, text: str, title: str | None = None) -> ExtractionOutcome:
+    """Run both steps on one passage. A bad reply or a failed call gives an outcome with `error` set;
+    only `LLMConfigError` and `LLMUnreachableError` are raised, since no other passage could escape them."""
+    return aio.run(aextract_passage(chat, text, title))
+
+
+Passage = tuple[str, str, "str | None"]  # (id, text, title)
+_Delivery = Callable[["tuple[str, ExtractionOutcome] | None"], None]
 
 
 def extract_many(
@@ -213,30 +253,119 @@ def extract_many(
     passages: Sequence[tuple[str, str, str | None]],
     max_workers: int = 8,
     on_result: Callable[[str, ExtractionOutcome], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, ExtractionOutcome]:
-    """Extract `(id, text, title)` passages concurrently; call `on_result(id, outcome)` in the calling
-    thread as each one finishes, so it can be committed at once. Returns every outcome by id.
+    """Extract `(id, text, title)` passages, `max_workers` passages at a time (each has one request in flight
+    at most; the chat model's own limit caps requests across everything). `on_result(id, outcome)` is called
+    in the calling thread as each passage finishes, so it can be committed at once. Returns the outcomes by id.
+
+    Until the first reply arrives only one passage runs (a misconfigured server costs one request).
+    `should_stop()` is asked before each passage starts: once it returns True no passage starts, the ones in
+    flight finish and are reported, and the passages never started are left out of the result (a budget).
 
     A passage's failure is reported through its outcome, never raised. `LLMConfigError` (bad model, key or
-    URL) and `LLMUnreachableError` (server down) abort the run: passages not started are cancelled, the
-    ones in flight are awaited, and the error is re-raised. An exception from `on_result` aborts too.
+    URL) and `LLMUnreachableError` (server down) abort the run: no further passage starts, the ones in flight
+    are cancelled, and the error is re-raised. An exception from `on_result` (or an interrupt) aborts too.
     """
     outcomes: dict[str, ExtractionOutcome] = {}
     if not passages:
         return outcomes
-    pool = ThreadPoolExecutor(
-        max_workers=max(1, min(max_workers, len(passages))), thread_name_prefix="openie"
-    )
+    results: queue.SimpleQueue[tuple[str, ExtractionOutcome] | None] = queue.SimpleQueue()
+    finished = threading.Event()
+    future = aio.submit(_run_all(chat, list(passages), max(1, max_workers), results.put, should_stop, finished))
     try:
-        futures: dict[Future[ExtractionOutcome], str] = {
-            pool.submit(_extract_guarded, chat, text, title): pid for pid, text, title in passages
-        }
-        for future in as_completed(futures):
-            pid = futures[future]
-            outcome = future.result()
-            outcomes[pid] = outcome
+        while (item := results.get()) is not None:
+            outcomes[item[0]] = item[1]
             if on_result is not None:
-                on_result(pid, outcome)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+                on_result(*item)
+    except BaseException:
+        future.cancel()
+        finished.wait(timeout=30)
+        raise
+    future.result()
     return outcomes
+
+
+class _Watched:
+    """The chat model, with an event set when its first reply arrives (the probe is over)."""
+
+    def __init__(self, chat: ChatModel) -> None:
+        self.chat = chat
+        self.identity = chat.identity
+        self.answered = asyncio.Event()
+
+    def complete(self, messages: list[Message], *, json: bool = False, max_tokens: int | None = None) -> str:
+        raise RuntimeError("only acomplete is used")
+
+    async def acomplete(
+        self,
+        messages: list[Message],
+        *,
+        json: bool = False,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> str:
+        try:
+            reply = await _ask(self.chat, messages, dict(schema or {}))
+        except LLMTruncatedError:
+            self.answered.set()
+            raise
+        self.answered.set()
+        return reply
+
+
+async def _run_all(
+    chat: ChatModel,
+    passages: list[Passage],
+    window: int,
+    deliver: _Delivery,
+    should_stop: Callable[[], bool] | None,
+    finished: threading.Event,
+) -> None:
+    """Keep `window` passages in flight (one until the first reply: a wrong URL, key or model then costs one
+    request, not a window of them); deliver each outcome as it completes."""
+    todo = iter(passages)
+    watched = _Watched(chat)
+    running: set[asyncio.Future[Any]] = set()
+    try:
+        while True:
+            limit = window if watched.answered.is_set() else 1
+            while len(running) < limit and not (should_stop is not None and should_stop()):
+                item = next(todo, None)
+                if item is None:
+                    break
+                running.add(asyncio.ensure_future(_one(watched, *item)))
+            if not running:
+                return
+            probe: asyncio.Future[Any] | None = None
+            if not watched.answered.is_set():
+                probe = asyncio.ensure_future(watched.answered.wait())
+                running.add(probe)
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            if probe is not None:
+                probe.cancel()
+                done.discard(probe)
+                running.discard(probe)
+                watched.answered.set()  # a reply arrived, or a passage ended: either way the probe is over
+            _deliver_done(done, deliver)
+    finally:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        deliver(None)
+        finished.set()
+
+
+def _deliver_done(done: set[asyncio.Future[Any]], deliver: _Delivery) -> None:
+    """Deliver the finished passages' outcomes, then raise the first fatal error among them, if any."""
+    fatal = [task.exception() for task in done if task.exception() is not None]
+    for task in done:
+        if task.exception() is None:
+            deliver(task.result())
+    if fatal:
+        raise fatal[0]  # type: ignore[misc]
+
+
+async def _one(chat: ChatModel, pid: str, text: str, title: str | None) -> tuple[str, ExtractionOutcome]:
+    return pid, await aextract_passage(chat, text, title)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypedDict, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, TypedDict, TypeGuard, runtime_checkable
 
 
 class Message(TypedDict):
@@ -25,3 +26,33 @@ class ChatModel(Protocol):
     def complete(
         self, messages: list[Message], *, json: bool = False, max_tokens: int | None = None
     ) -> str: ...
+
+
+@runtime_checkable
+class AsyncChatModel(ChatModel, Protocol):
+    """A chat model that can also be awaited on engram's shared event loop (`engram.llm.aio`) and takes an
+    optional JSON schema for structured output. engram's clients (`OpenAIChat`, `LiteLLMChat`) and
+    `CachedChat` are; extraction then runs as many passages at once as the client's concurrency allows.
+    Plain `ChatModel`s still work: their `complete` runs on a thread pool."""
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        json: bool = False,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+    async def acomplete(
+        self,
+        messages: list[Message],
+        *,
+        json: bool = False,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+
+def is_async_chat(chat: object) -> TypeGuard[AsyncChatModel]:
+    return isinstance(chat, AsyncChatModel)

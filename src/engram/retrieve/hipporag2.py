@@ -9,7 +9,6 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.graph.ppr import personalized_pagerank
 from engram.index import GraphIndex
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
 from engram.types import Fact, Triple
@@ -32,9 +31,9 @@ class GraphRanking:
 
 
 def dense_ranking(
-    passage_scores: npt.NDArray[np.float64], k: int
+    passage_scores: npt.NDArray[np.float64], k: int, tiebreak: npt.ArrayLike | None = None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    rows = top_k(passage_scores, k)
+    rows = top_k(passage_scores, k, tiebreak)
     return rows, passage_scores[rows]
 
 
@@ -52,18 +51,14 @@ def hipporag2(
 ) -> list[GraphRanking]:
     """Rank passages for each query. Queries whose filter keeps no fact fall back to dense ranking; the
     others run one batched Personalized PageRank."""
-    passage_scores = (query_vectors @ np.asarray(index.passage_vectors).T).astype(np.float64)
-    fact_scores = (
-        (query_vectors @ np.asarray(index.fact_vectors).T).astype(np.float64)
-        if len(index.tables.facts)
-        else np.zeros((len(queries), 0))
-    )
+    passage_scores = index.dense_scores(query_vectors)
+    fact_scores = index.fact_scores(query_vectors)
     results: list[GraphRanking | None] = []
     resets: list[npt.NDArray[np.float64]] = []
     pending_graph: list[tuple[int, list[Fact], list[Fact], list[tuple[str, float]], bool]] = []
     for qi, query in enumerate(queries):
         normalised = min_max(fact_scores[qi])
-        top = top_k(fact_scores[qi], config.fact_top_k).tolist()
+        top = top_k(np.where(index.fact_alive, fact_scores[qi], -np.inf), config.fact_top_k, index.fact_rank).tolist()
         candidates = _facts(index, top, fact_scores[qi])
         kept_rows, filtered = top, False
         if recognition is not None and config.use_filter and top:
@@ -71,21 +66,26 @@ def hipporag2(
             if choice is not None:
                 kept_rows, filtered = [top[i] for i in choice], True
         if not kept_rows:
-            rows, scores = dense_ranking(passage_scores[qi], k)
+            rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
             results.append(GraphRanking(rows, scores, "dense", candidates, [], [], filtered))
             continue
         counts = index.phrase_passage_counts if config.node_specificity else None
         seed_rows, seed_weights = phrase_seeds(
-            np.array(kept_rows, dtype=np.int64), normalised, index.tables.fact_phrases, config.max_seeds, counts
+            np.array(kept_rows, dtype=np.int64),
+            normalised,
+            index.tables.fact_phrases,
+            config.max_seeds,
+            counts,
+            index.phrase_rank,
         )
         resets.append(reset_vector(index.n_phrases, seed_rows, seed_weights, passage_scores[qi], config.passage_weight))
         seeds = [(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights)]
         pending_graph.append((qi, candidates, _facts(index, kept_rows, fact_scores[qi]), seeds, filtered))
         results.append(None)
     if resets:
-        ranks = personalized_pagerank(index.operator, np.stack(resets, axis=1), config.damping)
+        ranks = index.ppr(np.stack(resets, axis=1), config.damping)
         for col, (qi, candidates, kept, seeds, filtered) in enumerate(pending_graph):
-            passage_mass = ranks[index.n_phrases :, col]
-            rows = top_k(passage_mass, k)
+            passage_mass = index.rankable(ranks[index.n_phrases :, col])
+            rows = top_k(passage_mass, k, index.passage_rank)
             results[qi] = GraphRanking(rows, passage_mass[rows], "hipporag2", candidates, kept, seeds, filtered)
     return [r for r in results if r is not None]

@@ -8,21 +8,27 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from engram.config import RetrieveConfig
 from engram.errors import InputError
 from engram.index import GraphIndex
 from engram.retrieve.hipporag2 import GraphRanking, hipporag2
+from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.scoring import top_k as top_rows
+from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval, RetrievedPassage, Seed, Triple
 
 if TYPE_CHECKING:
     from engram.memory import Memory
 
-METHODS = ("hipporag2", "dense", "bm25")
+METHODS = ("hipporag2", "dense", "bm25", *VARIANTS)
 
 
 def _passages(index: GraphIndex, rows: npt.NDArray[np.int64], scores: npt.ArrayLike) -> list[RetrievedPassage]:
+    """Result passages for ranked rows; dead rows (deleted passages) are never returned."""
     out = []
     for row, score in zip(rows.tolist(), np.asarray(scores).tolist()):
+        if not index.passage_alive[row]:
+            continue
         p = index.passages[row]
         out.append(RetrievedPassage(p.id, p.doc_id, p.title, p.text, float(score), dict(p.metadata)))
     return out
@@ -41,31 +47,46 @@ def _filter_fn(memory: Memory) -> object:
     return run
 
 
-def retrieve(memory: Memory, queries: list[str], k: int, method: str) -> list[Retrieval]:
+def retrieve(
+    memory: Memory,
+    queries: list[str],
+    k: int,
+    method: str,
+    *,
+    config: RetrieveConfig | None = None,
+    query_entities: QueryEntities | None = None,
+) -> list[Retrieval]:
+    """`config` overrides the memory's retrieval settings (passage-weight sweeps); `query_entities` (query
+    text -> named entities) feeds hipporag1 and hipporag2-ner-to-node, which otherwise ask the LLM."""
     if method not in METHODS:
         raise InputError(f"unknown retrieval method {method!r}; choose one of {', '.join(METHODS)}")
     if k < 1:
         raise InputError("top_k must be at least 1")
     index = memory._current()
-    if not index.passages:
+    if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
+    settings = config or memory.config.retrieve
+    if method in VARIANTS:
+        from engram.retrieve.variants import run_variant
+
+        return run_variant(memory, queries, k, method, settings, query_entities)
     if method == "bm25":
         bm25 = memory._bm25_index()
         out = []
         for q in queries:
             scores = bm25.scores(q)
-            rows = top_rows(scores, k)
+            rows = top_rows(scores, k, index.passage_rank)
             out.append(Retrieval(q, _passages(index, rows, scores[rows]), "bm25", pending=index.pending))
         return out
     vectors = memory._embed_queries(queries)
     if method == "dense":
-        scores = (vectors @ np.asarray(index.passage_vectors).T).astype(np.float64)
+        scores = index.dense_scores(vectors)
         out = []
         for qi, q in enumerate(queries):
-            rows = top_rows(scores[qi], k)
+            rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
             out.append(Retrieval(q, _passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
         return out
-    rankings = hipporag2(index, vectors, queries, memory.config.retrieve, k, _filter_fn(memory))  # type: ignore[arg-type]
+    rankings = hipporag2(index, vectors, queries, settings, k, _filter_fn(memory))  # type: ignore[arg-type]
     return [_from_ranking(index, q, r) for q, r in zip(queries, rankings)]
 
 

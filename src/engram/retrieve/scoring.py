@@ -20,20 +20,22 @@ def min_max(scores: npt.ArrayLike) -> FloatArray:
     return (x - low) / (high - low)
 
 
-def top_k(scores: npt.ArrayLike, k: int) -> IntArray:
-    """Indices of the k highest scores, best first; ties broken by the lower index (deterministic)."""
+def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) -> IntArray:
+    """Indices of the k highest scores, best first. Ties go to the lower `tiebreak` value (default: the lower
+    index), so rankings are deterministic. Entries of -inf (dead rows) are never returned."""
     x = np.asarray(scores, dtype=np.float64)
-    k = min(k, x.size)
+    candidates = np.flatnonzero(~np.isneginf(x)) if np.isneginf(x).any() else np.arange(x.size)
+    k = min(k, candidates.size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k < x.size:
-        part = np.argpartition(-x, k - 1)[:k]
-        threshold = x[part].min()
-        part = np.flatnonzero(x >= threshold)
-    else:
-        part = np.arange(x.size)
-    order = np.lexsort((part, -x[part]))
-    return part[order][:k].astype(np.int64)
+    values = x[candidates]
+    if k < values.size:
+        threshold = values[np.argpartition(-values, k - 1)[k - 1]]
+        keep = values >= threshold
+        candidates, values = candidates[keep], values[keep]
+    secondary = candidates if tiebreak is None else np.asarray(tiebreak)[candidates]
+    order = np.lexsort((secondary, -values))
+    return candidates[order][:k].astype(np.int64)
 
 
 def phrase_seeds(
@@ -42,10 +44,12 @@ def phrase_seeds(
     fact_phrases: IntArray,
     max_seeds: int = 5,
     passage_counts: npt.ArrayLike | None = None,
+    tiebreak: npt.ArrayLike | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """Phrase seeds from the kept facts: each subject/object phrase is weighted by the mean score of the kept
     facts it appears in; with `passage_counts` (node specificity) that weight is divided by the number of
-    passages the phrase occurs in. The `max_seeds` highest-weighted phrases are returned, best first."""
+    passages the phrase occurs in. The `max_seeds` highest-weighted phrases are returned, best first (ties by
+    `tiebreak[phrase]`, default the phrase index)."""
     scores = np.asarray(fact_scores, dtype=np.float64)
     totals: dict[int, float] = {}
     counts: dict[int, int] = {}
@@ -60,7 +64,7 @@ def phrase_seeds(
     if passage_counts is not None:
         occurrences = np.asarray(passage_counts, dtype=np.float64)[phrases]
         weights = weights / np.maximum(occurrences, 1.0)
-    best = top_k(weights, max_seeds)
+    best = top_k(weights, max_seeds, None if tiebreak is None else np.asarray(tiebreak)[phrases])
     return phrases[best], weights[best]
 
 

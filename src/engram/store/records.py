@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_passage ON chunks (passage_id);
 CREATE TABLE IF NOT EXISTS passages (
     id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, title TEXT, text TEXT NOT NULL,
-    content_hash TEXT NOT NULL UNIQUE);
+    content_hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS passages_hash ON passages (content_hash);
 CREATE TABLE IF NOT EXISTS extractions (
     content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
     entities TEXT NOT NULL, triples TEXT NOT NULL, dropped INTEGER NOT NULL, source TEXT NOT NULL,
@@ -38,6 +39,12 @@ CREATE TABLE IF NOT EXISTS embeddings (
     PRIMARY KEY (model, role, text_hash));
 CREATE TABLE IF NOT EXISTS llm_cache (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS synonyms (
+    phrase TEXT NOT NULL, neighbour TEXT NOT NULL, sim REAL NOT NULL, PRIMARY KEY (phrase, neighbour));
+CREATE TABLE IF NOT EXISTS llm_usage (
+    model TEXT PRIMARY KEY, calls INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0, cache_hits INTEGER NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL);
 """
 
 
@@ -106,9 +113,8 @@ class RecordStore:
     def document_hashes(self) -> dict[str, str]:
         return dict(self._read("SELECT id, content_hash FROM documents"))
 
-    def passage_hashes(self) -> dict[str, str]:
-        """content hash -> passage id."""
-        return {h: i for i, h in self._read("SELECT id, content_hash FROM passages")}
+    def passage_ids(self) -> set[str]:
+        return {str(r[0]) for r in self._read("SELECT id FROM passages")}
 
     def add_document(
         self, db: sqlite3.Connection, doc_id: str, title: str | None, metadata: dict[str, Any], digest: str
@@ -198,6 +204,82 @@ class RecordStore:
                 ),
             )
 
+    # deletion -----------------------------------------------------------------------------------------
+    def chunk_passages(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
+        """doc id -> its passage ids (chunk order), for the given documents."""
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(doc_ids), 500):
+            part = list(doc_ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for doc, pid in self._read(
+                f"SELECT doc_id, passage_id FROM chunks WHERE doc_id IN ({marks}) ORDER BY doc_id, idx", tuple(part)
+            ):
+                out.setdefault(doc, []).append(pid)
+        return out
+
+    def passage_users(self, passage_ids: Sequence[str]) -> dict[str, set[str]]:
+        """passage id -> the documents whose chunks use it."""
+        out: dict[str, set[str]] = {}
+        for start in range(0, len(passage_ids), 500):
+            part = list(passage_ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for doc, pid in self._read(f"SELECT doc_id, passage_id FROM chunks WHERE passage_id IN ({marks})",
+                                       tuple(part)):
+                out.setdefault(pid, set()).add(doc)
+        return out
+
+    def delete_documents(self, db: sqlite3.Connection, doc_ids: Sequence[str], passage_ids: Sequence[str]) -> None:
+        """Remove documents, their chunks and the given (no longer used) passages. Extractions and embeddings
+        stay: they are caches keyed by content, so re-adding the same text costs nothing."""
+        db.executemany("DELETE FROM chunks WHERE doc_id = ?", ((d,) for d in doc_ids))
+        db.executemany("DELETE FROM documents WHERE id = ?", ((d,) for d in doc_ids))
+        db.executemany("DELETE FROM passages WHERE id = ?", ((p,) for p in passage_ids))
+
+    def repoint_passage(self, db: sqlite3.Connection, passage_id: str, doc_id: str) -> None:
+        """A shared passage whose owning document was deleted now belongs to another user of it."""
+        db.execute("UPDATE passages SET doc_id = ? WHERE id = ?", (doc_id, passage_id))
+
+    # synonym lists ------------------------------------------------------------------------------------
+    def synonym_lists(self) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {}
+        for phrase, neighbour, sim in self._read("SELECT phrase, neighbour, sim FROM synonyms"):
+            out.setdefault(phrase, []).append((neighbour, float(sim)))
+        return out
+
+    def write_synonyms(self, db: sqlite3.Connection, lists: dict[str, list[tuple[str, float]]]) -> None:
+        """Replace the lists of the given phrases (an empty list removes the phrase's rows)."""
+        db.executemany("DELETE FROM synonyms WHERE phrase = ?", ((p,) for p in lists))
+        db.executemany(
+            "INSERT INTO synonyms (phrase, neighbour, sim) VALUES (?, ?, ?)",
+            ((p, n, s) for p, items in lists.items() for n, s in items),
+        )
+
+    # lookups by key -----------------------------------------------------------------------------------
+    def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for start in range(0, len(hashes), 500):
+            part = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(part))
+            rows = self._read(
+                f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ? AND text_hash IN ({marks})",
+                (model, role, *part),
+            )
+            out.update((h, bytes(v)) for h, v in rows)
+        return out
+
+    def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]:
+        out: dict[str, ExtractionRow] = {}
+        for start in range(0, len(hashes), 500):
+            part = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(part))
+            rows = self._read(
+                "SELECT content_hash, status, entities, triples, error FROM extractions "
+                f"WHERE content_hash IN ({marks})",
+                tuple(part),
+            )
+            out.update((h, ExtractionRow(st, json.loads(e), json.loads(t), err)) for h, st, e, t, err in rows)
+        return out
+
     # LLM response cache ---------------------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:
         rows = self._read("SELECT response FROM llm_cache WHERE key = ?", (key,))
@@ -210,3 +292,25 @@ class RecordStore:
                 "INSERT OR REPLACE INTO llm_cache (key, model, response, created) VALUES (?, ?, ?, ?)",
                 (key, model, response, time.time()),
             )
+
+    # LLM accounting -------------------------------------------------------------------------------------
+    _USAGE_COLUMNS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
+
+    def add_llm_usage(self, model: str, amounts: dict[str, int]) -> None:
+        """Add counts (see `engram.llm.usage.LLMUsage`) to a model's running totals, atomically: totals of
+        several processes add up."""
+        values = [int(amounts.get(c, 0)) for c in self._USAGE_COLUMNS]
+        columns = ", ".join(self._USAGE_COLUMNS)
+        updates = ", ".join(f"{c} = {c} + excluded.{c}" for c in self._USAGE_COLUMNS)
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO llm_usage (model, {columns}, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                f"ON CONFLICT (model) DO UPDATE SET {updates}, updated = excluded.updated",
+                (model, *values, time.time()),
+            )
+
+    def llm_usage(self) -> dict[str, dict[str, int]]:
+        """model identity -> its totals."""
+        columns = ", ".join(self._USAGE_COLUMNS)
+        rows = self._read(f"SELECT model, {columns} FROM llm_usage ORDER BY model")
+        return {str(row[0]): dict(zip(self._USAGE_COLUMNS, map(int, row[1:]))) for row in rows}

@@ -1,0 +1,118 @@
+"""Loading the live state from the records, and the vector lookups behind it (snapshot, cache, embedder)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engram.config import GraphConfig
+from engram.embed.base import Embedder, Role
+from engram.state import Changes, IndexState, Vectors, fact_text, passage_text
+from engram.store.records import RecordStore
+from engram.store.snapshot import ROLES, VectorTable, read_latest_snapshot, write_snapshot
+
+Progress = Callable[[str, int, int], None]
+ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class VectorSource:
+    """Vectors by text: the snapshot first, then the SQLite embedding cache, then the embedder (whose results
+    are committed to the cache at once)."""
+
+    def __init__(self, store: RecordStore, embedder: Embedder, model_key: str, snapshot: VectorTable) -> None:
+        self.store, self.embedder, self.model_key = store, embedder, model_key
+        self.snapshot = snapshot
+        self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
+        self.embedded = 0
+
+    def get(self, role: str, texts: Sequence[str], progress: Progress | None = None) -> Vectors:
+        out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+        hashes = [text_hash(t) for t in texts]
+        where = self.rows.get(role, {})
+        wanted: dict[str, list[int]] = {}
+        for i, h in enumerate(hashes):
+            row = where.get(h)
+            if row is None:
+                wanted.setdefault(h, []).append(i)
+            else:
+                out[i] = self.snapshot[role][1][row]
+        if wanted:
+            cached = self.store.vectors_for(self.model_key, role, list(wanted))
+            for h, blob in cached.items():
+                out[wanted.pop(h)] = np.frombuffer(blob, dtype=np.float32)
+        if wanted:
+            keys = sorted(wanted)
+            todo = [texts[wanted[h][0]] for h in keys]
+            report = (lambda done: progress(f"embed {role}s", done, len(todo))) if progress else None
+            fresh = self.embedder.embed(todo, role=ROLE_NAMES[role], progress=report)
+            self.store.put_vectors(self.model_key, role, keys, fresh)
+            self.embedded += len(todo)
+            for h, vector in zip(keys, fresh):
+                out[wanted[h]] = vector
+        return out
+
+
+def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | None = None) -> None:
+    """Vectors for the phrase and fact rows that have none yet."""
+    missing = state.missing_vectors()
+    if missing["phrase"]:
+        texts = [state.phrases[i] for i in missing["phrase"]]
+        state.vectors["phrase"].append(source.get("phrase", texts, progress))
+    if missing["fact"]:
+        texts = [fact_text(state.facts[i]) for i in missing["fact"]]
+        state.vectors["fact"].append(source.get("fact", texts, progress))
+
+
+def load_state(store: RecordStore, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
+    """The state of the committed records. Synonym lists come from the store; when it has none for a graph
+    that has phrases, they are computed (the returned rows must then be persisted)."""
+    state = IndexState(source.embedder.dim, config)
+    passages = store.passages()
+    vectors = source.get("passage", [passage_text(p) for p in passages])
+    for passage, vector in zip(passages, vectors):
+        state.add_passage(passage, vector)
+    extractions = store.extractions()
+    for i, passage in enumerate(passages):
+        row = extractions.get(passage.content_hash)
+        if row is not None:
+            state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+    fill_vectors(state, source)
+    lists = store.synonym_lists()
+    if lists or not len(state.alive_phrases()):
+        where = state.phrase_row
+        state.synonyms.load(
+            {
+                where[k]: [(sim, n, where[n]) for n, sim in items if n in where]
+                for k, items in lists.items()
+                if k in where
+            }
+        )
+        state.changes = Changes()
+        return state, set()
+    return state, state.update_synonyms()
+
+
+def synonym_payload(state: IndexState, rows: set[int]) -> dict[str, list[tuple[str, float]]]:
+    """The lists of `rows`, by phrase key, as the store keeps them."""
+    return {state.phrases[r]: [(key, sim) for sim, key, _ in state.synonyms.lists.get(r, [])] for r in sorted(rows)}
+
+
+def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
+    keys = {
+        "passage": [text_hash(passage_text(p)) for p in state.passages],
+        "phrase": [text_hash(k) for k in state.phrases],
+        "fact": [text_hash(fact_text(f)) for f in state.facts],
+    }
+    tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
+    write_snapshot(root, generation, tables)
+
+
+def read_snapshot_for(root: Path) -> VectorTable:
+    return read_latest_snapshot(root)

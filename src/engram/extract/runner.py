@@ -1,0 +1,105 @@
+"""Extracting a memory's unfinished passages: cached, committed one passage at a time, within a token budget.
+
+Every reply goes through the memory's response cache (`CachedChat`) and every finished passage is committed
+at once, so after a crash or a stop a re-run sends requests only for passages that were not finished (and
+not even those of their requests whose replies were cached). With `max_tokens`, no passage starts once the
+tokens spent in this run (prompt + completion, as the server reported them) reach the budget; passages in
+flight still finish, so the run may end above the budget by at most what they cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from engram.extract.openie import ExtractionOutcome, extract_many
+from engram.llm.base import ChatModel
+from engram.llm.cache import CachedChat
+from engram.llm.usage import LLMUsage, UsageLedger, usage_of
+from engram.store.records import PassageRow, RecordStore
+
+Progress = Callable[[str, int, int], None]
+FLUSH_SECONDS = 1.0
+
+
+@dataclass
+class ExtractionRun:
+    """What one run did: passages extracted and failed, whether the token budget stopped it (then
+    `remaining` passages were not started), and the LLM usage of the run."""
+
+    done: int = 0
+    failed: int = 0
+    remaining: int = 0
+    budget_reached: bool = False
+    usage: LLMUsage = field(default_factory=LLMUsage)
+
+
+def window_for(chat: ChatModel) -> int:
+    """Passages in flight: the client's concurrency plus some slack, so a passage between its two requests
+    (parsing, caching) never leaves a connection idle."""
+    value = getattr(chat, "max_concurrency", 8)
+    concurrency = value if isinstance(value, int) and value > 0 else 8
+    return concurrency + max(2, concurrency // 4)
+
+
+def unfinished(store: RecordStore, passages: Sequence[PassageRow]) -> list[PassageRow]:
+    """The passages without a finished extraction (pending or failed), each content once."""
+    rows = store.extractions_for([p.content_hash for p in passages])
+    seen: set[str] = set()
+    out = []
+    for p in passages:
+        row = rows.get(p.content_hash)
+        if (row is None or row.status != "done") and p.content_hash not in seen:
+            seen.add(p.content_hash)
+            out.append(p)
+    return out
+
+
+def extract_pending(
+    store: RecordStore,
+    chat: ChatModel,
+    passages: Sequence[PassageRow],
+    progress: Progress | None = None,
+    *,
+    max_tokens: int | None = None,
+    ledger: UsageLedger | None = None,
+) -> ExtractionRun:
+    """Extract the passages of `passages` that have no finished extraction. `chat` is wrapped in a
+    `CachedChat` on `store` unless it is one already. `ledger` (if given) is flushed as results arrive."""
+    cached = chat if isinstance(chat, CachedChat) else CachedChat(chat, store)
+    todo = unfinished(store, passages)
+    by_id = {p.id: p for p in todo}
+    run = ExtractionRun()
+    start = usage_of(cached)
+    last_flush = time.monotonic()
+
+    def over_budget() -> bool:
+        return max_tokens is not None and (usage_of(cached) - start).tokens >= max_tokens
+
+    def on_result(passage_id: str, outcome: ExtractionOutcome) -> None:
+        nonlocal last_flush
+        digest = by_id[passage_id].content_hash
+        if outcome.error:
+            store.put_failure(digest, outcome.error, cached.identity)
+            run.failed += 1
+        else:
+            store.put_extractions([(digest, outcome.entities, outcome.triples, outcome.dropped)], cached.identity)
+            run.done += 1
+        if ledger is not None and time.monotonic() - last_flush >= FLUSH_SECONDS:
+            ledger.flush()
+            last_flush = time.monotonic()
+        if progress:
+            progress("extract", run.done + run.failed, len(todo))
+
+    try:
+        if todo and not over_budget():
+            items = [(p.id, p.text, p.title) for p in todo]
+            extract_many(cached, items, max_workers=window_for(cached), on_result=on_result, should_stop=over_budget)
+    finally:
+        if ledger is not None:
+            ledger.flush()
+    run.remaining = len(todo) - run.done - run.failed
+    run.budget_reached = run.remaining > 0
+    run.usage = usage_of(cached) - start
+    return run

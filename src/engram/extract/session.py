@@ -1,0 +1,52 @@
+"""`LLMSession`: a memory's side of its chat model: the response cache, the usage ledger, budgets and
+estimates. `Memory` owns one while an LLM is configured; `Memory.stats()["llm"]` reads `usage_stats`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engram.extract.planning import ExtractionEstimate, estimate_extraction
+from engram.extract.runner import ExtractionRun, extract_pending, unfinished
+from engram.llm.base import ChatModel
+from engram.llm.cache import CachedChat
+from engram.llm.usage import UsageLedger
+from engram.store.records import PassageRow, RecordStore
+
+Progress = Callable[[str, int, int], None]
+
+
+class LLMSession:
+    def __init__(self, store: RecordStore, llm: ChatModel) -> None:
+        self.store = store
+        self.llm = llm
+        self.chat = CachedChat(llm, store)
+        self.ledger = UsageLedger(store, self.chat, llm.identity)
+
+    def extract(
+        self, passages: Sequence[PassageRow], progress: Progress | None = None, max_tokens: int | None = None
+    ) -> ExtractionRun:
+        """Extract the unfinished ones of `passages` through the cache, within `max_tokens` (see
+        `engram.extract.runner`)."""
+        return extract_pending(self.store, self.chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger)
+
+    def estimate(self, passages: Sequence[PassageRow]) -> ExtractionEstimate:
+        return estimate_extraction(unfinished(self.store, passages), self.chat)
+
+    def flush(self) -> None:
+        self.ledger.flush()
+
+
+def usage_stats(store: RecordStore) -> dict[str, Any]:
+    """The memory's LLM accounting: totals per model and over all models (`engram stats`)."""
+    per_model = store.llm_usage()
+    total: dict[str, int] = {}
+    for counts in per_model.values():
+        for key, value in counts.items():
+            total[key] = total.get(key, 0) + value
+    return {"total": total, "models": per_model, "cached_responses": store.counts().get("llm_cache", 0)}
+
+
+def estimate_without_llm(store: RecordStore, passages: Sequence[PassageRow]) -> ExtractionEstimate:
+    """The estimate when no LLM is configured (nothing can be looked up in the cache)."""
+    return estimate_extraction(unfinished(store, passages))

@@ -1,0 +1,113 @@
+"""Synonym neighbour lists, maintained incrementally.
+
+Each alive phrase keeps its `top_k` nearest alive phrases whose cosine is >= `threshold`; a synonym edge joins
+two phrases when either keeps the other. Cosines are recomputed exactly (float64 from the float32 vectors) and
+rounded to 1e-9 for every candidate pair, and ties are broken by phrase key, so the lists - and the edges - do not
+depend on the order phrases arrived in: inserting or deleting phrases one batch at a time gives exactly what a
+build from scratch gives. Memory is O(block x phrases), never phrases².
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+Neighbour = tuple[float, str, int]  # (cosine, key, row)
+VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
+
+SLACK = 1e-4  # float32 candidates within this of the threshold are re-checked exactly
+
+
+class SynonymLists:
+    def __init__(self, threshold: float = 0.8, top_k: int = 100, block: int = 1024) -> None:
+        self.threshold = threshold
+        self.top_k = top_k
+        self.block = block
+        self.lists: dict[int, list[Neighbour]] = {}
+        self.incoming: dict[int, set[int]] = {}
+
+    def _order(self, items: Iterable[Neighbour]) -> list[Neighbour]:
+        return sorted(items, key=lambda n: (-n[0], n[1]))[: self.top_k]
+
+    def _candidates(
+        self, rows: IntArray, targets: IntArray, vectors: VectorsOf, keys: Sequence[str]
+    ) -> dict[int, list[Neighbour]]:
+        """For each row, the targets (other than itself) with exact cosine >= threshold."""
+        found: dict[int, list[Neighbour]] = {int(r): [] for r in rows}
+        if len(targets) == 0:
+            return found
+        target_vectors = vectors(targets)
+        target64 = target_vectors.astype(np.float64)
+        for start in range(0, len(rows), self.block):
+            block = rows[start : start + self.block]
+            query = vectors(block)
+            qi, ti = np.nonzero(query @ target_vectors.T >= self.threshold - SLACK)
+            exact = np.round(np.einsum("ij,ij->i", query.astype(np.float64)[qi], target64[ti]), 9)
+            for q, t, sim in zip(block[qi].tolist(), targets[ti].tolist(), exact.tolist()):
+                if q != t and sim >= self.threshold:
+                    found[q].append((sim, keys[t], t))
+        return found
+
+    def _set(self, row: int, neighbours: list[Neighbour]) -> None:
+        for _, _, old in self.lists.get(row, []):
+            self.incoming.get(old, set()).discard(row)
+        self.lists[row] = neighbours
+        for _, _, new in neighbours:
+            self.incoming.setdefault(new, set()).add(row)
+
+    def add(self, new_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
+        """Give the new phrases their lists and let old phrases take them in. Returns rows whose list changed."""
+        new = set(new_rows.tolist())
+        changed = set(new)
+        for row, neighbours in self._candidates(new_rows, alive_rows, vectors, keys).items():
+            self._set(row, self._order(neighbours))
+            for sim, _, other in neighbours:
+                if other in new:
+                    continue
+                current = self.lists.get(other, [])
+                merged = self._order([*current, (sim, keys[row], row)])
+                if merged != current:
+                    self._set(other, merged)
+                    changed.add(other)
+        return changed
+
+    def remove(self, dead_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
+        """Drop dead phrases; a phrase whose full list lost a member is recomputed (its next neighbour may now
+        qualify). `alive_rows` excludes the dead. Returns rows whose list changed (the dead included)."""
+        dead = set(dead_rows.tolist())
+        changed = set(dead)
+        recompute: set[int] = set()
+        for row in dead:
+            for other in list(self.incoming.get(row, set())):
+                if other in dead:
+                    continue
+                current = self.lists[other]
+                if len(current) >= self.top_k:
+                    recompute.add(other)
+                self._set(other, [n for n in current if n[2] != row])
+                changed.add(other)
+            self._set(row, [])
+            del self.lists[row]
+            self.incoming.pop(row, None)
+        if recompute:
+            rows = np.array(sorted(recompute), dtype=np.int64)
+            for row, neighbours in self._candidates(rows, alive_rows, vectors, keys).items():
+                self._set(row, self._order(neighbours))
+        return changed
+
+    def load(self, lists: dict[int, list[Neighbour]]) -> None:
+        self.lists, self.incoming = {}, {}
+        for row, neighbours in lists.items():
+            self._set(row, self._order(neighbours))
+
+    def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
+        """Undirected edges (i < j) with their cosines."""
+        pairs: dict[tuple[int, int], float] = {}
+        for row, neighbours in self.lists.items():
+            for sim, _, other in neighbours:
+                pairs[(min(row, other), max(row, other))] = sim
+        keys = sorted(pairs)
+        return np.array(keys, dtype=np.int64).reshape(-1, 2), np.array([pairs[k] for k in keys], dtype=np.float64)

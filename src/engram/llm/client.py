@@ -1,0 +1,198 @@
+"""`ChatClient`: what every engram chat client shares, whatever protocol it speaks underneath.
+
+A subclass implements one attempt (`_attempt`); this class adds, around it, the concurrency limit (at most
+`max_concurrency` requests in flight across all threads and tasks), requests- and tokens-per-minute pacing,
+retries (`engram.llm.retry`), usage accounting, truncation detection and the two faces callers use:
+`await acomplete(...)` on the shared event loop (`engram.llm.aio`) and the blocking `complete(...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from engram.errors import LLMConfigError, LLMError
+from engram.llm import aio
+from engram.llm.base import Message
+from engram.llm.failures import ChatFailures, LLMTruncatedError
+from engram.llm.limits import RateLimiter
+from engram.llm.retry import RetryPolicy, with_retries
+from engram.llm.usage import LLMUsage, UsageCounter
+from engram.tokens import count_tokens, message_tokens
+
+C = TypeVar("C", bound="ChatClient")
+ResponseFormat = Literal["json_object", "json_schema", "none"]
+RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json_object", "json_schema", "none")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One request as the caller gave it. `schema` is an OpenAI `json_schema` object
+    (`{"name": ..., "schema": {...}}`), used only when the client's response format is "json_schema"."""
+
+    messages: list[Message]
+    json: bool
+    max_tokens: int | None
+    schema: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One reply: its text, why it stopped, and the token counts the server reported (None: not reported)."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class ChatClient:
+    """Base class of `OpenAIChat` and `LiteLLMChat`; see the module docstring. Thread-safe."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        max_concurrency: int = 8,
+        backoff_base: float = 0.5,
+        max_backoff: float = 30.0,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        response_format: ResponseFormat = "json_object",
+    ) -> None:
+        if not model:
+            raise LLMConfigError("no LLM model given: set ENGRAM_LLM_MODEL to a model the server serves")
+        if max_retries < 0 or max_concurrency < 1 or timeout <= 0:
+            raise LLMConfigError("an LLM client needs max_retries >= 0, max_concurrency >= 1 and timeout > 0")
+        if response_format not in RESPONSE_FORMATS:
+            raise LLMConfigError(f"response_format must be one of {list(RESPONSE_FORMATS)}, not {response_format!r}")
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.max_concurrency = max_concurrency
+        self.backoff_base = backoff_base
+        self.max_backoff = max_backoff
+        self.response_format: ResponseFormat = response_format
+        self._limiter = RateLimiter(requests_per_minute, tokens_per_minute)
+        self._slots: asyncio.Semaphore | None = None
+        self._usage = UsageCounter()
+
+    # what subclasses provide ----------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    async def _attempt(self, request: ChatRequest) -> ChatResult:
+        """Send one request (no retries); raise the SDK's exceptions unchanged."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections."""
+
+    # shared behaviour -----------------------------------------------------------------------------------
+    @property
+    def usage(self) -> LLMUsage:
+        return self._usage.snapshot()
+
+    @property
+    def cache_params(self) -> dict[str, Any]:
+        """Settings that change replies: part of the response-cache key."""
+        return {
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "response_format": self.response_format,
+        }
+
+    @property
+    def failures(self) -> ChatFailures:
+        return ChatFailures(self.url, self.model, self.timeout)
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        json: bool = False,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Send `messages`, return the reply text. Raises `LLMError` (or a subclass) when the call fails for
+        good and `LLMTruncatedError` (with the partial text) when the reply hit the token limit."""
+        return aio.run(self.acomplete(messages, json=json, max_tokens=max_tokens, schema=schema))
+
+    async def acomplete(
+        self,
+        messages: list[Message],
+        *,
+        json: bool = False,
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> str:
+        """`complete` as a coroutine; must run on the shared loop (`engram.llm.aio`)."""
+        limit = max_tokens if max_tokens is not None else self.max_tokens
+        request = ChatRequest(list(messages), json, limit, schema)
+        try:
+            result = await with_retries(
+                lambda: self._limited(request),
+                RetryPolicy(self.max_retries, self.backoff_base, self.max_backoff),
+                self.failures,
+                on_retry=lambda: self._usage.add(retries=1),
+            )
+        except LLMError:
+            self._usage.add(failures=1)
+            raise
+        return self._finish(request, result)
+
+    async def _limited(self, request: ChatRequest) -> ChatResult:
+        estimate = message_tokens(request.messages) + (request.max_tokens or 0)
+        await self._limiter.acquire(estimate)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+        async with self._slots:
+            result = await self._attempt(request)
+        if result.prompt_tokens is not None:
+            self._limiter.settle(estimate, result.prompt_tokens + (result.completion_tokens or 0))
+        return result
+
+    def _finish(self, request: ChatRequest, result: ChatResult) -> str:
+        prompt = result.prompt_tokens
+        completion = result.completion_tokens
+        self._usage.add(
+            calls=1,
+            prompt_tokens=prompt if prompt is not None else message_tokens(request.messages),
+            completion_tokens=completion if completion is not None else count_tokens(result.text),
+        )
+        if result.finish_reason == "length":
+            raise LLMTruncatedError(
+                f"the reply of {self.model} was cut off at the token limit (max_tokens={request.max_tokens})",
+                result.text,
+            )
+        return result.text
+
+    def response_format_for(self, request: ChatRequest) -> dict[str, Any] | None:
+        """The `response_format` to send: a JSON schema when asked for and given, else a JSON object."""
+        if not request.json or self.response_format == "none":
+            return None
+        if self.response_format == "json_schema" and request.schema is not None:
+            return {"type": "json_schema", "json_schema": {"strict": True, **request.schema}}
+        return {"type": "json_object"}
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

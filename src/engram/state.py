@@ -1,0 +1,262 @@
+"""The live graph: rows that only grow (dead rows are masked, never moved), updated in place per change.
+
+Passages, phrases and facts get a row when first seen and keep it; deleting a document marks its passages dead
+and withdraws their support, so phrases and facts that no alive passage states die too (they come back to the
+same row if re-added). Everything retrieval reads is derived per commit by `view()`. Because counts, lists and
+tie-breaks are defined on keys rather than rows, any sequence of changes gives the same graph as a build from
+scratch on the surviving documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.config import GraphConfig
+from engram.graph.build import normalize_triple
+from engram.graph.synonyms import SynonymLists
+from engram.store.records import PassageRow
+from engram.types import Triple
+
+Vectors = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+EmbedFn = Callable[[str, Sequence[str]], Vectors]
+
+
+class Rows:
+    """A growable float32 matrix (capacity doubles)."""
+
+    def __init__(self, dim: int) -> None:
+        self.data = np.zeros((16, dim), dtype=np.float32)
+        self.size = 0
+
+    def append(self, vectors: Vectors) -> None:
+        need = self.size + len(vectors)
+        if need > len(self.data):
+            grown = np.zeros((max(need, 2 * len(self.data)), self.data.shape[1]), dtype=np.float32)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size : need] = vectors
+        self.size = need
+
+    def view(self) -> Vectors:
+        return self.data[: self.size]
+
+
+def passage_text(row: PassageRow) -> str:
+    """What is embedded for a passage: its title line, then its text."""
+    return f"{row.title}\n{row.text}" if row.title else row.text
+
+
+def fact_text(fact: Triple) -> str:
+    return " ".join(fact)
+
+
+@dataclass
+class Changes:
+    """Phrases that came alive or died in the current batch (for the synonym lists)."""
+
+    new_phrases: set[int] = field(default_factory=set)
+    dead_phrases: set[int] = field(default_factory=set)
+
+
+K = TypeVar("K", str, Triple)
+
+
+class SortedKeys(Generic[K]):
+    """The alive keys of one kind in sorted order, refreshed lazily: `touch` a key whose aliveness may have
+    changed, and `keys(alive)` merges the changes in O(n) (two sorted runs) instead of re-sorting."""
+
+    def __init__(self) -> None:
+        self._keys: list[K] = []
+        self._members: set[K] = set()
+        self._touched: set[K] = set()
+
+    def touch(self, key: K) -> None:
+        self._touched.add(key)
+
+    def keys(self, alive: Callable[[K], bool]) -> list[K]:
+        if self._touched:
+            gone = {k for k in self._touched if k in self._members and not alive(k)}
+            fresh = sorted(k for k in self._touched if k not in self._members and alive(k))
+            kept = [k for k in self._keys if k not in gone] if gone else self._keys
+            self._keys = sorted(kept + fresh) if fresh else kept
+            self._members = (self._members - gone) | set(fresh)
+            self._touched = set()
+        return self._keys
+
+
+class IndexState:
+    def __init__(self, dim: int, config: GraphConfig) -> None:
+        self.config = config
+        self.passages: list[PassageRow] = []
+        self.passage_row: dict[str, int] = {}
+        self.hash_rows: dict[str, set[int]] = {}  # content hash -> rows with that content (alive or not)
+        self.passage_alive: list[bool] = []
+        self.passage_status: list[str] = []  # "done", "failed" or "pending"
+        self.passage_facts: list[frozenset[int]] = []
+        self.passage_context: list[IntArray] = []  # phrase rows linked to each passage
+        self.passage_dropped: list[int] = []  # malformed triples in its extraction
+        self.phrases: list[str] = []
+        self.phrase_row: dict[str, int] = {}
+        self.phrase_refs: list[int] = []  # alive facts naming the phrase
+        self.facts: list[Triple] = []
+        self.fact_row: dict[Triple, int] = {}
+        self.fact_phrases: list[tuple[int, int]] = []
+        self.fact_support: list[int] = []  # alive passages stating the fact
+        self.relation: dict[tuple[int, int], int] = {}
+        self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
+        self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k)
+        self.changes = Changes()
+        # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
+        # the order documents arrived in
+        self.passage_order: SortedKeys[str] = SortedKeys()
+        self.phrase_order: SortedKeys[str] = SortedKeys()
+        self.fact_order: SortedKeys[Triple] = SortedKeys()
+
+    # passages -----------------------------------------------------------------------------------------
+    def add_passage(self, row: PassageRow, vector: Vectors) -> int:
+        existing = self.passage_row.get(row.id)
+        if existing is not None:
+            if self.passage_alive[existing]:
+                raise ValueError(f"passage {row.id} is already alive")
+            self.hash_rows.get(self.passages[existing].content_hash, set()).discard(existing)
+            self.hash_rows.setdefault(row.content_hash, set()).add(existing)
+            self.passages[existing] = row
+            self.passage_alive[existing] = True
+            self.passage_order.touch(row.id)
+            self.vectors["passage"].data[existing] = vector.reshape(-1)
+            return existing
+        index = len(self.passages)
+        self.hash_rows.setdefault(row.content_hash, set()).add(index)
+        self.passages.append(row)
+        self.passage_row[row.id] = index
+        self.passage_alive.append(True)
+        self.passage_order.touch(row.id)
+        self.passage_status.append("pending")
+        self.passage_facts.append(frozenset())
+        self.passage_context.append(np.zeros(0, dtype=np.int64))
+        self.passage_dropped.append(0)
+        self.vectors["passage"].append(vector.reshape(1, -1))
+        return index
+
+    def remove_passage(self, passage_id: str) -> None:
+        index = self.passage_row[passage_id]
+        self.set_triples(index, "pending", [])
+        self.passage_alive[index] = False
+        self.passage_order.touch(passage_id)
+
+    def alive_with_content(self, content_hash: str) -> list[int]:
+        return sorted(r for r in self.hash_rows.get(content_hash, ()) if self.passage_alive[r])
+
+    def set_triples(self, index: int, status: str, triples: Sequence[Sequence[object]]) -> None:
+        """Replace a passage's facts (its status is "done", "failed" or "pending")."""
+        normalised = [normalize_triple(t) for t in triples]
+        keys = {k for k in normalised if k is not None}
+        new = frozenset(self._fact(k) for k in keys)
+        old = self.passage_facts[index]
+        self._withdraw(old - new, old)
+        self._support(new - old, new)
+        self.passage_facts[index] = new
+        self.passage_status[index] = status
+        self.passage_dropped[index] = sum(1 for k in normalised if k is None)
+        linked = {p for f in new for p in self.fact_phrases[f]}
+        self.passage_context[index] = np.array(sorted(linked), dtype=np.int64)
+
+    def _pairs(self, facts: frozenset[int]) -> set[tuple[int, int]]:
+        pairs = set()
+        for f in facts:
+            a, b = self.fact_phrases[f]
+            if a != b:
+                pairs.add((min(a, b), max(a, b)))
+        return pairs
+
+    def _support(self, added: frozenset[int], now: frozenset[int]) -> None:
+        before = self._pairs(now - added)
+        for f in added:
+            self.fact_support[f] += 1
+            if self.fact_support[f] == 1:
+                self.fact_order.touch(self.facts[f])
+                for p in set(self.fact_phrases[f]):
+                    self._ref(p, +1)
+        for pair in self._pairs(now) - before:
+            self.relation[pair] = self.relation.get(pair, 0) + 1
+
+    def _withdraw(self, removed: frozenset[int], before_facts: frozenset[int]) -> None:
+        after = self._pairs(before_facts - removed)
+        for pair in self._pairs(before_facts) - after:
+            self.relation[pair] -= 1
+            if self.relation[pair] == 0:
+                del self.relation[pair]
+        for f in removed:
+            self.fact_support[f] -= 1
+            if self.fact_support[f] == 0:
+                self.fact_order.touch(self.facts[f])
+                for p in set(self.fact_phrases[f]):
+                    self._ref(p, -1)
+
+    def _ref(self, phrase: int, delta: int) -> None:
+        self.phrase_refs[phrase] += delta
+        if delta > 0 and self.phrase_refs[phrase] == 1:
+            self.phrase_order.touch(self.phrases[phrase])
+            if phrase in self.changes.dead_phrases:
+                self.changes.dead_phrases.discard(phrase)
+            else:
+                self.changes.new_phrases.add(phrase)
+        elif delta < 0 and self.phrase_refs[phrase] == 0:
+            self.phrase_order.touch(self.phrases[phrase])
+            if phrase in self.changes.new_phrases:
+                self.changes.new_phrases.discard(phrase)
+            else:
+                self.changes.dead_phrases.add(phrase)
+
+    def _phrase(self, key: str) -> int:
+        row = self.phrase_row.get(key)
+        if row is None:
+            row = self.phrase_row[key] = len(self.phrases)
+            self.phrases.append(key)
+            self.phrase_refs.append(0)
+        return row
+
+    def _fact(self, key: Triple) -> int:
+        row = self.fact_row.get(key)
+        if row is None:
+            row = self.fact_row[key] = len(self.facts)
+            self.facts.append(key)
+            self.fact_phrases.append((self._phrase(key[0]), self._phrase(key[2])))
+            self.fact_support.append(0)
+        return row
+
+    # vectors and synonyms -----------------------------------------------------------------------------
+    def missing_vectors(self) -> dict[str, list[int]]:
+        """Rows of phrases and facts that have no vector yet (new since the last batch)."""
+        return {
+            "phrase": list(range(self.vectors["phrase"].size, len(self.phrases))),
+            "fact": list(range(self.vectors["fact"].size, len(self.facts))),
+        }
+
+    def alive_phrases(self) -> IntArray:
+        return np.flatnonzero(np.array(self.phrase_refs, dtype=np.int64) > 0).astype(np.int64)
+
+    def update_synonyms(self) -> set[int]:
+        """Apply the batch's phrase births and deaths to the synonym lists; returns phrase rows whose lists
+        changed (to persist)."""
+        vectors = self.vectors["phrase"].view()
+
+        def of(rows: IntArray) -> Vectors:
+            return vectors[rows]
+
+        alive = self.alive_phrases()
+        changed: set[int] = set()
+        if self.changes.dead_phrases:
+            dead = np.array(sorted(set(self.changes.dead_phrases)), dtype=np.int64)
+            changed |= self.synonyms.remove(dead, alive, of, self.phrases)
+        if self.changes.new_phrases:
+            new = np.array(sorted(set(self.changes.new_phrases)), dtype=np.int64)
+            changed |= self.synonyms.add(new, alive, of, self.phrases)
+        self.changes = Changes()
+        return changed
