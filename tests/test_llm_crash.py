@@ -83,7 +83,7 @@ def snapshot(memory: Path) -> dict[str, Any]:
 
 
 def test_sigkill_half_way_then_rerun_sends_only_unfinished_work(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
-    fake_llm.handler = openie_handler(delay=0.03)
+    fake_llm.handler = openie_handler(delay=0.02)
     corpus, crashed = tmp_path / "corpus.jsonl", tmp_path / "crashed"
     write_corpus(corpus)
 

@@ -245,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
             add_run_args(p, chunking=name == "index")
         if name in ("retrieve", "ask"):
             add_query_args(p)
+    from engram.cli_sync import configure as configure_sync
+
+    configure_sync(sub, add_common)
     demo = sub.add_parser("demo", help="an offline demo on a bundled corpus")
     add_common(demo, memory=False)
     demo.set_defaults(func=cmd_demo)

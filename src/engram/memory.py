@@ -293,7 +293,9 @@ class Memory:
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
         orphans, heirs = self._orphans(removed_docs)
         source = self._source()
+        start = time.perf_counter()
         vectors = source.get("passage", [passage_text(p) for p in prepared.passages], progress)
+        report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - start
         rows = self._store.extractions_for([p.content_hash for p in prepared.passages])
 
         def mutate(state: IndexState) -> None:
@@ -437,6 +439,10 @@ class Memory:
             "embedder": self.embedder.identity,
             "llm": usage_stats(self._store),
         }
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        """Stored document ids with their metadata."""
+        return self._store.document_metadata()
 
     def phrases_of(self, passage_id: str) -> list[str]:
         """The phrases a passage is linked to in the graph (to explain why it was retrieved)."""

@@ -183,7 +183,7 @@ TRIPLE_SCHEMA: dict[str, Any] = {
 }
 
 
-async def _ask(chat: ChatModel, messages: list[Message], schema: dict[str, Any]) -> str:
+async def _ask(chat: ChatModel, messages: list[Message], schema: Mapping[str, Any] | None) -> str:
     if is_async_chat(chat):
         return await chat.acomplete(messages, json=True, schema=schema)
     return await aio.to_thread(chat.complete, messages, json=True)
@@ -306,7 +306,7 @@ class _Watched:
         schema: Mapping[str, Any] | None = None,
     ) -> str:
         try:
-            reply = await _ask(self.chat, messages, dict(schema or {}))
+            reply = await _ask(self.chat, messages, schema)
         except LLMTruncatedError:
             self.answered.set()
             raise

@@ -113,6 +113,9 @@ class RecordStore:
     def document_hashes(self) -> dict[str, str]:
         return dict(self._read("SELECT id, content_hash FROM documents"))
 
+    def document_metadata(self) -> dict[str, dict[str, Any]]:
+        return {i: json.loads(m) for i, m in self._read("SELECT id, metadata FROM documents")}
+
     def passage_ids(self) -> set[str]:
         return {str(r[0]) for r in self._read("SELECT id FROM passages")}
 

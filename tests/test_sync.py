@@ -1,0 +1,75 @@
+"""`engram sync` and `engram delete` on a temporary folder: add, modify, rename and delete."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engram import Document, Memory
+from engram.cli import main
+from engram.embed import HashEmbedder
+
+
+def retrieve_ids(mem: str, query: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["retrieve", query, "--memory", mem, "--embedder", "hash", "--method", "bm25", "--json",
+                 "--top-k", "10"]) == 0
+    return [p["id"] for p in json.loads(capsys.readouterr().out)["passages"]]
+
+
+def sync(folder: Path, mem: str, capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    assert main(["sync", str(folder), "--memory", mem, "--embedder", "hash"]) == 0
+    out: dict[str, list[str]] = {"added": [], "updated": [], "deleted": []}
+    for line in capsys.readouterr().out.splitlines():
+        label, doc_id = line.split(maxsplit=1)
+        out[label].append(doc_id)
+    return out
+
+
+def test_sync_add_modify_rename_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.txt").write_text("Apples grow in the orchard.")
+    (docs / "sub" / "b.md").write_text("Bees make honey in the hive.")
+    mem = str(tmp_path / "m")
+    assert sync(docs, mem, capsys) == {"added": ["a.txt", "sub/b.md"], "updated": [], "deleted": []}
+    assert sync(docs, mem, capsys) == {"added": [], "updated": [], "deleted": []}  # nothing changed
+
+    (docs / "a.txt").write_text("Apricots grow in the orchard.")
+    assert sync(docs, mem, capsys)["updated"] == ["a.txt"]
+    assert retrieve_ids(mem, "apricots", capsys)[0] == "a.txt"
+
+    (docs / "sub" / "b.md").rename(docs / "c.md")
+    assert sync(docs, mem, capsys) == {"added": ["c.md"], "updated": [], "deleted": ["sub/b.md"]}
+    assert set(retrieve_ids(mem, "honey bees", capsys)) == {"a.txt", "c.md"}
+
+    (docs / "a.txt").unlink()
+    assert sync(docs, mem, capsys)["deleted"] == ["a.txt"]
+    assert retrieve_ids(mem, "orchard", capsys) == ["c.md"]
+    with Memory(mem, embedder=HashEmbedder()) as memory:
+        assert set(memory.documents()) == {"c.md"}
+
+
+def test_sync_leaves_other_documents_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mem = tmp_path / "m"
+    with Memory(mem, embedder=HashEmbedder()) as memory:
+        memory.index([Document("manual", "Indexed by hand about comets.")])
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "x.txt").write_text("Synced text about planets.")
+    sync(docs, str(mem), capsys)
+    (docs / "x.txt").unlink()
+    assert sync(docs, str(mem), capsys)["deleted"] == ["x.txt"]
+    with Memory(mem, embedder=HashEmbedder()) as memory:
+        assert set(memory.documents()) == {"manual"}
+
+
+def test_delete_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mem = tmp_path / "m"
+    with Memory(mem, embedder=HashEmbedder()) as memory:
+        memory.index([Document("one", "First note about owls."), Document("two", "Second note about owls.")])
+    assert main(["delete", "one", "ghost", "--memory", str(mem), "--embedder", "hash"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped ghost" in err and "deleted 1 documents" in err
+    assert retrieve_ids(str(mem), "owls", capsys) == ["two"]
