@@ -16,7 +16,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
-from engram.graph.ppr import personalized_pagerank, walk_operator
+from engram.graph.ppr import dangling_nodes, personalized_pagerank, walk_operator
 from engram.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
 
@@ -54,6 +54,7 @@ class GraphIndex:
     failed: int
     node_rows: npt.NDArray[np.int64]  # row-space node of each canonical node: sorted phrases, then passages
     canonical_operator: sp.csr_matrix  # the walk over alive nodes in canonical order
+    canonical_dangling: npt.NDArray[np.bool_]
     passage_rank: npt.NDArray[np.int64]  # canonical position of each row (dead rows after all alive ones)
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
@@ -64,7 +65,9 @@ class GraphIndex:
         order in which documents were added; dead rows get 0."""
         r = np.asarray(resets, dtype=np.float64)
         out = np.zeros_like(r)
-        out[self.node_rows] = personalized_pagerank(self.canonical_operator, r[self.node_rows], damping)
+        out[self.node_rows] = personalized_pagerank(
+            self.canonical_operator, r[self.node_rows], damping, dangling=self.canonical_dangling
+        )
         return out
 
     @property
@@ -155,6 +158,7 @@ def view(state: IndexState) -> GraphIndex:
     statuses = [s for s, a in zip(state.passage_status, alive) if a]
     order = _canonical(state)
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
+    canonical = walk_operator(adjacency[node_rows][:, node_rows])
     return GraphIndex(
         passages=state.passages,
         passage_alive=alive,
@@ -171,7 +175,8 @@ def view(state: IndexState) -> GraphIndex:
         pending=statuses.count("pending"),
         failed=statuses.count("failed"),
         node_rows=node_rows,
-        canonical_operator=walk_operator(adjacency[node_rows][:, node_rows]),
+        canonical_operator=canonical,
+        canonical_dangling=dangling_nodes(canonical),
         passage_rank=_ranks(order["passage"], n_passages),
         phrase_rank=_ranks(order["phrase"], n_phrases),
         fact_rank=_ranks(order["fact"], len(state.facts)),

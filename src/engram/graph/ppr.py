@@ -20,18 +20,26 @@ def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix(transition.T)
 
 
+def dangling_nodes(operator: sp.csr_matrix) -> npt.NDArray[np.bool_]:
+    """Nodes with no outgoing probability (empty columns of the walk operator)."""
+    mask: npt.NDArray[np.bool_] = np.asarray(operator.sum(axis=0)).ravel() == 0
+    return mask
+
+
 def personalized_pagerank(
     operator: sp.csr_matrix,
     reset: npt.ArrayLike,
     damping: float = 0.5,
     tol: float = 1e-12,
     max_iter: int = 200,
+    dangling: npt.NDArray[np.bool_] | None = None,
 ) -> FloatArray:
     """Stationary distribution of a walk that follows an edge with probability `damping` and jumps to a node
     drawn from `reset` otherwise (a dangling node always jumps).
 
     `operator` comes from `walk_operator`. `reset` is a non-negative vector of length n, or an (n, q) matrix
     for q queries at once; each column is normalised to sum 1. Returns the same shape, columns summing to 1.
+    `dangling` (nodes without edges) may be passed precomputed (`dangling_nodes(operator)`).
     Matches igraph's PRPACK personalized PageRank (dangling mass follows the reset distribution).
     """
     if not 0.0 <= damping < 1.0:
@@ -46,7 +54,8 @@ def personalized_pagerank(
     if np.any(totals <= 0):
         raise ValueError("every reset column needs positive mass")
     r = r / totals
-    dangling = np.asarray(operator.sum(axis=0)).ravel() == 0
+    if dangling is None:
+        dangling = dangling_nodes(operator)
     p = r.copy()
     for _ in range(max_iter):
         lost = p[dangling].sum(axis=0) if dangling.any() else 0.0
