@@ -9,7 +9,9 @@ results never include dead passages (`retrieve.run` drops them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -25,15 +27,6 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 __all__ = ["GraphIndex", "fact_text", "passage_text", "view"]
-
-
-def _masked(scores: FloatArray, alive: BoolArray) -> FloatArray:
-    if alive.all() or scores.shape[1] == 0:
-        return scores
-    if not alive.any():
-        return np.zeros_like(scores)
-    floor = scores[:, alive].min(axis=1, keepdims=True)
-    return np.where(alive[None, :], scores, floor)
 
 
 @dataclass
@@ -58,6 +51,7 @@ class GraphIndex:
     passage_rank: npt.NDArray[np.int64]  # canonical position of each row (dead rows after all alive ones)
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
+    _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
 
     def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
@@ -74,17 +68,33 @@ class GraphIndex:
     def n_phrases(self) -> int:
         return len(self.tables.phrases)
 
+    def _scores(self, name: str, vectors: Vectors, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
+        """Cosines of the queries with the alive rows, as (q, rows) with dead rows at each query's lowest alive
+        score. Only alive rows are multiplied (a compact copy is cached once rows have died), so the float
+        results equal those of a memory built from scratch, whatever rows were deleted before."""
+        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
+        if alive.all():
+            full: FloatArray = (q @ vectors.T).astype(np.float64)
+            return full
+        if name not in self._compact:
+            rows = np.flatnonzero(alive)
+            self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
+        rows, compact = self._compact[name]
+        out = np.zeros((len(q), len(alive)), dtype=np.float64)
+        if len(rows):
+            scores = (q @ compact.T).astype(np.float64)
+            out[:] = scores.min(axis=1, keepdims=True)
+            out[:, rows] = scores
+        return out
+
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.passage_vectors.shape[1])
-        return _masked((q @ self.passage_vectors.T).astype(np.float64), self.passage_alive)
+        return self._scores("passage", self.passage_vectors, self.passage_alive, query_vectors)
 
     def fact_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.fact_vectors.shape[1])
-        return _masked((q @ self.fact_vectors.T).astype(np.float64), self.fact_alive)
+        return self._scores("fact", self.fact_vectors, self.fact_alive, query_vectors)
 
     def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.phrase_vectors.shape[1])
-        return _masked((q @ self.phrase_vectors.T).astype(np.float64), self.phrase_alive)
+        return self._scores("phrase", self.phrase_vectors, self.phrase_alive, query_vectors)
 
     def rankable(self, passage_scores: FloatArray) -> FloatArray:
         """Scores with dead passages at -inf, which `top_k` never returns."""
@@ -134,20 +144,12 @@ def view(state: IndexState) -> GraphIndex:
     """Derive the arrays of the current state (O(edges); vectors are shared, not copied)."""
     n_passages, n_phrases = len(state.passages), len(state.phrases)
     alive = np.array(state.passage_alive, dtype=bool)
-    rows = [i for i in range(n_passages) if alive[i] and len(state.passage_context[i])]
-    context = (
-        np.concatenate(
-            [np.column_stack([np.full(len(state.passage_context[i]), i), state.passage_context[i]]) for i in rows]
-        ).astype(np.int64)
-        if rows
-        else np.zeros((0, 2), dtype=np.int64)
-    )
-    relation = np.array(sorted(state.relation), dtype=np.int64).reshape(-1, 2)
-    support = np.array([state.relation[(a, b)] for a, b in relation.tolist()], dtype=np.float64)
+    context = _context_table(state, alive)
+    relation, support = _relation_table(state)
     tables = GraphTables(
         phrases=state.phrases,
         facts=state.facts,
-        fact_phrases=np.array(state.fact_phrases, dtype=np.int64).reshape(-1, 2),
+        fact_phrases=_pairs(state.fact_phrases, len(state.fact_phrases)),
         context=context,
         relation=relation,
         relation_support=support,
@@ -185,14 +187,36 @@ def view(state: IndexState) -> GraphIndex:
 
 def _canonical(state: IndexState) -> dict[str, npt.NDArray[np.int64]]:
     """Rows of the alive passages, phrases and facts, each sorted by key."""
-    passages = state.passage_order.keys(lambda k: state.passage_alive[state.passage_row[k]])
-    phrases = state.phrase_order.keys(lambda k: state.phrase_refs[state.phrase_row[k]] > 0)
-    facts = state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0)
     return {
-        "passage": np.array([state.passage_row[k] for k in passages], dtype=np.int64),
-        "phrase": np.array([state.phrase_row[k] for k in phrases], dtype=np.int64),
-        "fact": np.array([state.fact_row[k] for k in facts], dtype=np.int64),
+        "passage": state.passage_order.rows(lambda k: state.passage_alive[state.passage_row[k]]),
+        "phrase": state.phrase_order.rows(lambda k: state.phrase_refs[state.phrase_row[k]] > 0),
+        "fact": state.fact_order.rows(lambda k: state.fact_support[state.fact_row[k]] > 0),
     }
+
+
+def _pairs(pairs: Iterable[tuple[int, int]], count: int) -> npt.NDArray[np.int64]:
+    """(count, 2) int64 array of int pairs (without a Python object per element, unlike np.array)."""
+    return np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * count).reshape(-1, 2)
+
+
+def _context_table(state: IndexState, alive: BoolArray) -> npt.NDArray[np.int64]:
+    """(passage row, phrase row) of every alive passage's context edges, by passage row."""
+    rows = [i for i in np.flatnonzero(alive).tolist() if len(state.passage_context[i])]
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64)
+    linked = [state.passage_context[i] for i in rows]
+    lengths = np.fromiter(map(len, linked), dtype=np.int64, count=len(rows))
+    passages = np.repeat(np.array(rows, dtype=np.int64), lengths)
+    return np.column_stack([passages, np.concatenate(linked).astype(np.int64)])
+
+
+def _relation_table(state: IndexState) -> tuple[npt.NDArray[np.int64], FloatArray]:
+    """Relation pairs in sorted order and their support."""
+    count = len(state.relation)
+    pairs = _pairs(state.relation.keys(), count)
+    support = np.fromiter(state.relation.values(), dtype=np.float64, count=count)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order], support[order]
 
 
 def _ranks(order: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -13,15 +12,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engram.commit import VectorSource, fill_vectors, load_state, read_snapshot_for, save_snapshot, synonym_payload
+from engram.commit import VectorSource
 from engram.config import MemoryConfig
 from engram.embed.base import Embedder, Vectors
-from engram.errors import EngramError, InputError, LLMError, MemoryFormatError
-from engram.extract.importers import ExtractionSet, load_extractions
+from engram.errors import InputError, LLMError, MemoryFormatError
+from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.planning import ExtractionEstimate, passage_token_budget
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
-from engram.index import GraphIndex, passage_text, view
+from engram.index import GraphIndex, passage_text
 from engram.ingest import Prepared, document_hash, prepare
+from engram.live import LiveIndex
 from engram.llm.base import ChatModel
 from engram.pipeline import apply_extractions, staged_writes
 from engram.retrieve.bm25 import BM25Index
@@ -58,20 +58,6 @@ class IndexReport:
     llm: dict[str, int] = field(default_factory=dict)
 
 
-class _Clock:
-    """Adds the seconds since the previous lap to `timings[name]` (when timings are wanted)."""
-
-    def __init__(self, timings: dict[str, float] | None) -> None:
-        self.timings = timings
-        self.last = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        if self.timings is not None:
-            self.timings[name] = self.timings.get(name, 0.0) + now - self.last
-        self.last = now
-
-
 class Memory:
     """A HippoRAG 2 memory stored in one directory.
 
@@ -96,16 +82,10 @@ class Memory:
         self.embedder = resolve_embedder(embedder, Path(path))
         self.config = config or load_file_config(self.path)
         self.llm = llm
-        self._lock = threading.RLock()
         self._open_directory(create)
         self._store = RecordStore(self.path / DB_NAME)
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
-        self._index: GraphIndex | None = None
-        self._state: IndexState | None = None
-        self._vectors: VectorSource | None = None
-        self._generation = -1
-        self._dirty = False
-        self._bm25: BM25Index | None = None
+        self._live = LiveIndex(self.path, self._store, self.embedder, self._model_key, self.config.graph)
         self._session: LLMSession | None = None
 
     def _open_directory(self, create: bool) -> None:
@@ -138,34 +118,19 @@ class Memory:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    # vectors, state and commits ------------------------------------------------------------------------
+    # the live index (engram/live.py) ------------------------------------------------------------------
     def _embed_queries(self, queries: Sequence[str]) -> Vectors:
         return self.embedder.embed(list(queries), role="query")
 
     def _bm25_index(self) -> BM25Index:
-        index = self._current()
-        with self._lock:
-            if self._bm25 is None:
-                self._bm25 = BM25Index([passage_text(p) for p in index.passages], index.passage_alive)
-            return self._bm25
+        return self._live.bm25()
 
     def _source(self) -> VectorSource:
-        if self._vectors is None:
-            self._vectors = VectorSource(self._store, self.embedder, self._model_key, read_snapshot_for(self.path))
-        return self._vectors
+        return self._live.source()
 
     def _current(self) -> GraphIndex:
         """The index of the latest committed generation (reloaded when another process committed one)."""
-        with self._lock:
-            generation = self._store.generation
-            if self._state is None or self._index is None or generation != self._generation:
-                self._state, changed = load_state(self._store, self._source(), self.config.graph)
-                if changed:  # synonym lists computed on load: keep them
-                    with self._store.transaction() as db:
-                        self._store.write_synonyms(db, synonym_payload(self._state, changed))
-                self._index, self._generation, self._bm25 = view(self._state), generation, None
-                self._dirty = self._source().embedded > 0 or not (self.path / "index").exists()
-            return self._index
+        return self._live.current()
 
     def _change(
         self,
@@ -174,44 +139,12 @@ class Memory:
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
     ) -> GraphIndex:
-        """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
-        synonym lists and the next generation number in one transaction. On any failure the in-memory state
-        is dropped and reloaded from the (unchanged) records on next use."""
-        clock = _Clock(timings)
-        with self._lock:
-            self._current()
-            state, base = self._state, self._generation
-            if state is None:  # pragma: no cover - _current always sets it
-                raise EngramError("internal error: the index state is not loaded")
-            try:
-                mutate(state)
-                clock.lap("tables")
-                fill_vectors(state, self._source(), progress)
-                clock.lap("embed")
-                changed = state.update_synonyms()
-                clock.lap("synonyms")
-                index = view(state)
-                clock.lap("graph")
-                with self._store.transaction() as db:
-                    if self._store.generation != base:
-                        raise EngramError("the memory was changed by another process meanwhile: run it again")
-                    writes(db)
-                    self._store.write_synonyms(db, synonym_payload(state, changed))
-                    self._store.set_meta(db, "generation", str(base + 1))
-                clock.lap("commit")
-            except BaseException:
-                self._state = self._index = None
-                raise
-            self._index, self._generation, self._bm25, self._dirty = index, base + 1, None, True
-            return index
+        return self._live.change(mutate, writes, progress, timings)
 
     def flush(self) -> None:
         """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
         from the SQLite cache. Called by `close()` when anything changed; safe to skip (it is only a cache)."""
-        with self._lock:
-            if self._state is not None and self._dirty:
-                save_snapshot(self.path, self._generation, self._state)
-                self._dirty = False
+        self._live.flush()
 
     # public API ---------------------------------------------------------------------------------------
     def index(
@@ -239,7 +172,7 @@ class Memory:
         if self.llm is not None:
             self._extract_into(report, progress, max_tokens)
         if prepared.documents:
-            self._ingest(prepared, [], _as_extraction_set(extractions), report, progress, max_tokens)
+            self._ingest(prepared, [], as_extraction_set(extractions), report, progress, max_tokens)
             report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         return self._finish(report)
 
@@ -258,7 +191,7 @@ class Memory:
         orphans, _ = self._orphans([document.id] if old else [])
         passages = self._store.passage_ids() - set(orphans)
         prepared = prepare([document], known, passages, self.config.chunk)
-        self._ingest(prepared, [document.id] if old else [], _as_extraction_set(extractions), report, None)
+        self._ingest(prepared, [document.id] if old else [], as_extraction_set(extractions), report, None)
         report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         return self._finish(report)
 
@@ -421,7 +354,7 @@ class Memory:
         prepared = prepare(
             documents, self._store.document_hashes(), self._store.passage_ids(), self._chunking(max_input_tokens)
         )
-        found = _as_extraction_set(extractions)
+        found = as_extraction_set(extractions)
         fresh = [p for p in prepared.passages if found.find(p.id, p.doc_id, p.title, p.text) is None]
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
         session = self._llm_session()
@@ -435,7 +368,7 @@ class Memory:
         return {
             **index.stats(),
             "documents": self._store.counts()["documents"],
-            "generation": self._generation,
+            "generation": self._live.generation,
             "embedder": self.embedder.identity,
             "llm": usage_stats(self._store),
         }
@@ -460,6 +393,7 @@ class Memory:
 
         `query_entities` (query text -> named entities) feeds `hipporag1` and `hipporag2-ner-to-node`;
         queries it lacks get their entities from the LLM when one is configured."""
+        self._llm_session()  # account for the calls below
         try:
             return retrieve(self, _as_queries(queries), top_k, method, query_entities=query_entities)
         finally:
@@ -467,6 +401,7 @@ class Memory:
 
     def answer(self, queries: str | Sequence[str], top_k: int = 5, method: str = "hipporag2") -> list[Answer]:
         """Retrieve, then read the top passages with the LLM; a list of `Answer`."""
+        self._llm_session()  # account for the calls below
         try:
             return answer_all(self, _as_queries(queries), top_k, method)
         finally:
@@ -479,18 +414,3 @@ def _as_queries(queries: str | Sequence[str]) -> list[str]:
         if not isinstance(q, str) or not q.strip():
             raise InputError("queries must be non-empty strings")
     return items
-
-
-def _as_extraction_set(value: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None) -> ExtractionSet:
-    if value is None:
-        return ExtractionSet()
-    if isinstance(value, ExtractionSet):
-        return value
-    if isinstance(value, (str, Path)):
-        return load_extractions(value)
-    out = ExtractionSet(source="import")
-    for row in value:
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            raise InputError("each extraction needs an 'id' string, 'entities' and 'triples'")
-        out.by_id[row["id"]] = {"entities": list(row.get("entities") or []), "triples": row.get("triples") or []}
-    return out

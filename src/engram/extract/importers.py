@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,4 +80,21 @@ def _from_hipporag(docs: list[Any], path: Path) -> ExtractionSet:
             raise InputError(f"{path}: docs[{number}] has no 'passage' text")
         record = _record(doc.get("extracted_entities"), doc.get("extracted_triples", []), f"{path}: docs[{number}]")
         out.by_text[content_hash(clean_text(doc["passage"]).strip())] = record
+    return out
+
+
+def as_extraction_set(value: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None) -> ExtractionSet:
+    """Extractions given to `Memory.index`: a loaded set, a path to either file format, or rows
+    {"id", "entities", "triples"}."""
+    if value is None:
+        return ExtractionSet()
+    if isinstance(value, ExtractionSet):
+        return value
+    if isinstance(value, (str, Path)):
+        return load_extractions(value)
+    out = ExtractionSet(source="import")
+    for row in value:
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise InputError("each extraction needs an 'id' string, 'entities' and 'triples'")
+        out.by_id[row["id"]] = {"entities": list(row.get("entities") or []), "triples": row.get("triples") or []}
     return out

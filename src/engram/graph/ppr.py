@@ -13,11 +13,14 @@ def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     """Transpose of the row-stochastic transition matrix: column j holds the probabilities of stepping from
     node j to each neighbour (edge weight over j's weighted degree). Nodes without edges (dangling) get an
     empty column; `personalized_pagerank` sends their mass back to the reset distribution."""
-    adjacency = sp.csr_matrix(adjacency, dtype=np.float64)
+    adjacency = sp.csr_matrix(adjacency, dtype=np.float64, copy=True)
+    adjacency.sum_duplicates()  # canonical form: sorted column indices, so sums run in one fixed order
     degree = np.asarray(adjacency.sum(axis=1)).ravel()
     inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
     transition = sp.diags(inverse) @ adjacency
-    return sp.csr_matrix(transition.T)
+    operator = sp.csr_matrix(transition.T)
+    operator.sum_duplicates()
+    return operator
 
 
 def dangling_nodes(operator: sp.csr_matrix) -> npt.NDArray[np.bool_]:

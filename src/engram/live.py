@@ -1,0 +1,117 @@
+"""The live index of an open memory: load on demand, apply changes, commit them, snapshot vectors."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from engram.commit import VectorSource, fill_vectors, load_state, read_snapshot_for, save_snapshot, synonym_payload
+from engram.config import GraphConfig
+from engram.embed.base import Embedder
+from engram.errors import EngramError
+from engram.index import GraphIndex, passage_text, view
+from engram.retrieve.bm25 import BM25Index
+from engram.state import IndexState
+from engram.store.records import RecordStore
+
+Progress = Callable[[str, int, int], None]
+
+
+class _Clock:
+    """Adds the seconds since the previous lap to `timings[name]` (when timings are wanted)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        if self.timings is not None:
+            self.timings[name] = self.timings.get(name, 0.0) + now - self.last
+        self.last = now
+
+
+class LiveIndex:
+    """Owns the in-memory `IndexState` of one memory and the `GraphIndex` view retrieval reads. Thread-safe."""
+
+    def __init__(self, root: Path, store: RecordStore, embedder: Embedder, model_key: str, config: GraphConfig):
+        self.root, self.store, self.embedder, self.model_key, self.config = root, store, embedder, model_key, config
+        self.lock = threading.RLock()
+        self.state: IndexState | None = None
+        self.index: GraphIndex | None = None
+        self.generation = -1
+        self.dirty = False
+        self._vectors: VectorSource | None = None
+        self._bm25: BM25Index | None = None
+
+    def source(self) -> VectorSource:
+        if self._vectors is None:
+            self._vectors = VectorSource(self.store, self.embedder, self.model_key, read_snapshot_for(self.root))
+        return self._vectors
+
+    def current(self) -> GraphIndex:
+        """The index of the latest committed generation (reloaded when another process committed one)."""
+        with self.lock:
+            generation = self.store.generation
+            if self.state is None or self.index is None or generation != self.generation:
+                self.state, changed = load_state(self.store, self.source(), self.config)
+                if changed:  # synonym lists computed on load: keep them
+                    with self.store.transaction() as db:
+                        self.store.write_synonyms(db, synonym_payload(self.state, changed))
+                self.index, self.generation, self._bm25 = view(self.state), generation, None
+                self.dirty = self.source().embedded > 0 or not (self.root / "index").exists()
+            return self.index
+
+    def bm25(self) -> BM25Index:
+        index = self.current()
+        with self.lock:
+            if self._bm25 is None:
+                self._bm25 = BM25Index([passage_text(p) for p in index.passages], index.passage_alive)
+            return self._bm25
+
+    def change(
+        self,
+        mutate: Callable[[IndexState], None],
+        writes: Callable[[sqlite3.Connection], None],
+        progress: Progress | None = None,
+        timings: dict[str, float] | None = None,
+    ) -> GraphIndex:
+        """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
+        synonym lists and the next generation number in one transaction. On any failure the in-memory state
+        is dropped and reloaded from the (unchanged) records on next use."""
+        clock = _Clock(timings)
+        with self.lock:
+            self.current()
+            state, base = self.state, self.generation
+            if state is None:  # pragma: no cover - current() always sets it
+                raise EngramError("internal error: the index state is not loaded")
+            try:
+                mutate(state)
+                clock.lap("tables")
+                fill_vectors(state, self.source(), progress)
+                clock.lap("embed")
+                changed = state.update_synonyms()
+                clock.lap("synonyms")
+                index = view(state)
+                clock.lap("graph")
+                with self.store.transaction() as db:
+                    if self.store.generation != base:
+                        raise EngramError("the memory was changed by another process meanwhile: run it again")
+                    writes(db)
+                    self.store.write_synonyms(db, synonym_payload(state, changed))
+                    self.store.set_meta(db, "generation", str(base + 1))
+                clock.lap("commit")
+            except BaseException:
+                self.state = self.index = None
+                raise
+            self.index, self.generation, self._bm25, self.dirty = index, base + 1, None, True
+            return index
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.state is not None and self.dirty:
+                save_snapshot(self.root, self.generation, self.state)
+                self.dirty = False
