@@ -69,15 +69,13 @@ class GraphIndex:
         return len(self.tables.phrases)
 
     def _scores(self, name: str, vectors: Vectors, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
-        """Cosines of the queries with the alive rows, as (q, rows) with dead rows at each query's lowest alive
-        score. Only alive rows are multiplied (a compact copy is cached once rows have died), so the float
-        results equal those of a memory built from scratch, whatever rows were deleted before."""
+        """Cosines of the queries with every row, as (q, rows); dead rows get each query's lowest alive score.
+        The product runs over a cached copy of the alive rows in canonical (key) order, so the floats are those
+        of a memory built from scratch whatever the arrival order and deletions (BLAS may round a row
+        differently at another position or matrix shape)."""
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
-        if alive.all():
-            full: FloatArray = (q @ vectors.T).astype(np.float64)
-            return full
         if name not in self._compact:
-            rows = np.flatnonzero(alive)
+            rows = self._canonical_rows(name, alive)
             self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
         rows, compact = self._compact[name]
         out = np.zeros((len(q), len(alive)), dtype=np.float64)
@@ -86,6 +84,11 @@ class GraphIndex:
             out[:] = scores.min(axis=1, keepdims=True)
             out[:, rows] = scores
         return out
+
+    def _canonical_rows(self, name: str, alive: BoolArray) -> npt.NDArray[np.int64]:
+        rank = {"passage": self.passage_rank, "fact": self.fact_rank, "phrase": self.phrase_rank}[name]
+        rows = np.flatnonzero(alive)
+        return rows[np.argsort(rank[rows], kind="stable")].astype(np.int64)
 
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
         return self._scores("passage", self.passage_vectors, self.passage_alive, query_vectors)
