@@ -22,6 +22,7 @@ message, for handlers that answer by content.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -107,7 +108,7 @@ def openie_answer(request: dict[str, Any]) -> str | None:
     if task == "ner":
         return json.dumps({"entities": entities})
     if task == "triples":
-        return json.dumps({"triples": [[a, "precedes", b] for a, b in zip(entities, entities[1:])]})
+        return json.dumps({"triples": [[a, "precedes", b] for a, b in itertools.pairwise(entities)]})
     return None
 
 

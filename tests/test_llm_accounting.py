@@ -174,3 +174,19 @@ for i in range(40):
     rerun = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=60)
     assert rerun.returncode == 0, rerun.stderr.decode()
     assert fake_llm.attempts == before  # everything came from the cache
+
+
+def test_filter_and_reader_calls_are_accounted(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
+    def handler(request: dict[str, Any]) -> str | None:
+        task = task_of(request)
+        if task == "filter":
+            return json.dumps({"facts": []})
+        return "Answer: Maker1" if task == "reader" else openie_answer(request)
+
+    fake_llm.handler = handler
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=fake_llm.chat()) as m:
+        m.index(DOCS[:3])
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=fake_llm.chat()) as m:
+        assert m.answer("Who made Item1?")[0].answer == "Maker1"
+    with Memory(tmp_path / "m", embedder=HashEmbedder()) as m:
+        assert m.stats()["llm"]["total"]["calls"] == fake_llm.attempts

@@ -4,6 +4,7 @@ and the optional litellm adapter (run against a stand-in module: litellm itself 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import threading
 import time
@@ -190,13 +191,20 @@ def test_settings_precedence_and_validation() -> None:
 
 
 def test_resolve_llm_reads_every_setting_from_config_json(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(
-        '{"llm": {"base_url": "%s", "model": "fake-model", "max_concurrency": 3, "temperature": 0.5, '
-        '"tokens_per_minute": 100000, "max_tokens": 64, "response_format": "json_schema"}}' % fake_llm.base_url
-    )
+    section = {
+        "base_url": fake_llm.base_url,
+        "model": "fake-model",
+        "max_concurrency": 3,
+        "temperature": 0.5,
+        "tokens_per_minute": 100000,
+        "max_tokens": 64,
+        "response_format": "json_schema",
+    }
+    (tmp_path / "config.json").write_text(json.dumps({"llm": section}))
     chat = resolve_llm(tmp_path)
     assert isinstance(chat, OpenAIChat)
-    assert (chat.max_concurrency, chat.temperature, chat.max_tokens, chat.response_format) == (3, 0.5, 64, "json_schema")
+    assert (chat.max_concurrency, chat.temperature, chat.max_tokens) == (3, 0.5, 64)
+    assert chat.response_format == "json_schema"
     fake_llm.push("configured")
     assert chat.complete(HI) == "configured"
     assert fake_llm.requests[0]["max_tokens"] == 64 and fake_llm.requests[0]["temperature"] == 0.5
@@ -272,3 +280,31 @@ def test_server_errors_count_against_the_retry_bound(fake_llm: FakeOpenAI) -> No
     with pytest.raises(Exception, match="HTTP 500"):
         chat.complete(HI)
     assert fake_llm.attempts == 4 and chat.usage.retries == 3 and chat.usage.failures == 1
+
+
+# --- embeddings ----------------------------------------------------------------------------------------
+
+
+def test_embedding_batches_run_concurrently_and_keep_their_order() -> None:
+    import numpy as np
+
+    from engram.embed import OpenAIEmbedder, make_embedder
+    from test_embed import EmbeddingServer, fake_vector
+
+    server = EmbeddingServer()
+    try:
+        embedder = OpenAIEmbedder("fake-embed", base_url=server.url, batch_size=3, max_concurrency=4)
+        texts = [f"text number {i}" for i in range(31)]
+        vectors = embedder.embed(texts)
+        assert len(server.requests) == 11
+        for row, text in zip(vectors, texts):
+            expected = np.array(fake_vector(text), dtype=np.float32)
+            assert np.allclose(row, expected / np.linalg.norm(expected), atol=1e-6)
+        embedder.close()
+    finally:
+        server.close()
+    env = {"ENGRAM_EMBED_BASE_URL": server.url, "ENGRAM_EMBED_CONCURRENCY": "7"}
+    made = make_embedder("openai:fake-embed", env)
+    assert isinstance(made, OpenAIEmbedder) and made.max_concurrency == 7
+    with pytest.raises(InputError, match="ENGRAM_EMBED_CONCURRENCY"):
+        make_embedder("openai:fake-embed", {"ENGRAM_EMBED_CONCURRENCY": "many"})

@@ -161,7 +161,7 @@ def test_response_format_none_sends_no_response_format(fake_llm: FakeOpenAI, tmp
 
 def test_server_without_json_schema_support_names_the_setting(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
     fake_llm.push(error(400, "response_format json_schema is not supported by this server"))
-    with memory(tmp_path, fake_llm.chat(response_format="json_schema")) as m:
-        with pytest.raises(LLMConfigError, match="ENGRAM_LLM_RESPONSE_FORMAT"):
-            m.index([DOC])
+    chat = fake_llm.chat(response_format="json_schema")
+    with memory(tmp_path, chat) as m, pytest.raises(LLMConfigError, match="ENGRAM_LLM_RESPONSE_FORMAT"):
+        m.index([DOC])
     assert fake_llm.attempts == 1

@@ -7,7 +7,7 @@
 * "hash" or "hash:DIM" -> `HashEmbedder(DIM)` (deterministic, for tests);
 * "st:NAME_OR_PATH" -> `SentenceTransformerEmbedder(NAME_OR_PATH)`;
 * "openai:MODEL" -> `OpenAIEmbedder(MODEL)` at $ENGRAM_EMBED_BASE_URL (else $OPENAI_BASE_URL, else
-  api.openai.com) with $OPENAI_API_KEY.
+  api.openai.com) with $OPENAI_API_KEY, $ENGRAM_EMBED_CONCURRENCY batches in flight (default 4).
 
 Importing this package is cheap: torch, onnxruntime, sentence-transformers and openai load on first use.
 """
@@ -63,7 +63,12 @@ def make_embedder(spec: str | None = None, environ: Mapping[str, str] | None = N
         env = os.environ if environ is None else environ
         base_url = env.get("ENGRAM_EMBED_BASE_URL", "").strip() or env.get("OPENAI_BASE_URL", "").strip()
         api_key = env.get("OPENAI_API_KEY", "").strip()
-        return OpenAIEmbedder(arg, base_url=base_url or None, api_key=api_key or None)
+        concurrency = env.get("ENGRAM_EMBED_CONCURRENCY", "").strip()
+        if concurrency and not concurrency.isdigit():
+            raise InputError(f"ENGRAM_EMBED_CONCURRENCY must be a whole number, not {concurrency!r}")
+        return OpenAIEmbedder(
+            arg, base_url=base_url or None, api_key=api_key or None, max_concurrency=int(concurrency or 4)
+        )
     raise InputError(f"unknown embedder spec {spec!r}: use one of {SPEC_FORMS}")
 
 

@@ -55,4 +55,5 @@ class AsyncChatModel(ChatModel, Protocol):
 
 
 def is_async_chat(chat: object) -> TypeGuard[AsyncChatModel]:
-    return isinstance(chat, AsyncChatModel)
+    """Whether `chat` has `acomplete` (a cheaper test than `isinstance` with the runtime protocol)."""
+    return callable(getattr(chat, "acomplete", None))

@@ -158,13 +158,15 @@ class ChatClient:
         return self._finish(request, result)
 
     async def _limited(self, request: ChatRequest) -> ChatResult:
-        estimate = message_tokens(request.messages) + (request.max_tokens or 0)
-        await self._limiter.acquire(estimate)
+        estimate = 0
+        if self._limiter.active:
+            estimate = message_tokens(request.messages) + (request.max_tokens or 0)
+            await self._limiter.acquire(estimate)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
         async with self._slots:
             result = await self._attempt(request)
-        if result.prompt_tokens is not None:
+        if self._limiter.active and result.prompt_tokens is not None:
             self._limiter.settle(estimate, result.prompt_tokens + (result.completion_tokens or 0))
         return result
 

@@ -62,6 +62,10 @@ class RateLimiter:
         self.requests = TokenBucket(requests_per_minute) if requests_per_minute else None
         self.tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
 
+    @property
+    def active(self) -> bool:
+        return self.requests is not None or self.tokens is not None
+
     async def acquire(self, estimated_tokens: int) -> None:
         if self.requests is not None:
             await self.requests.take(1)

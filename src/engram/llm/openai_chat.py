@@ -101,6 +101,7 @@ class OpenAIChat(ChatClient):
                 )
             key = _PLACEHOLDER_KEY
         self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0)
+        self._auth = {"Authorization": f"Bearer {key}"}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> OpenAIChat | None:
@@ -153,7 +154,11 @@ class OpenAIChat(ChatClient):
         response_format = self.response_format_for(request)
         if response_format is not None:
             body["response_format"] = response_format
-        completion = await self._client.chat.completions.create(**body)
+        # `post` sends the body as it is: `chat.completions.create` first walks it against the SDK's typed
+        # parameters, which costs more CPU than the rest of a call; the HTTP, auth and errors are the same
+        completion = await self._client.post(
+            "/chat/completions", cast_to=ChatCompletion, body=body, options={"headers": self._auth}
+        )
         if not isinstance(completion, ChatCompletion):
             raise LLMError(f"the LLM at {self.url} sent something other than a chat completion")
         if not completion.choices:
