@@ -46,6 +46,9 @@ def configure_eval(p: argparse.ArgumentParser, add_common: Callable[..., None]) 
     p.add_argument("--bootstrap-samples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--out", help="write results.json, report.md, details.jsonl and PNG plots into this folder")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    from engram.cli_continual import add_continual_args
+
+    add_continual_args(p)
 
 
 def configure_report(p: argparse.ArgumentParser) -> None:
@@ -133,6 +136,10 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.continual is not None:
+        from engram.cli_continual import cmd_continual
+
+        return cmd_continual(args)
     if args.memory:
         result, runs = _run_eval(args, Path(args.memory))
     else:

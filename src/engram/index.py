@@ -152,7 +152,7 @@ def view(state: IndexState) -> GraphIndex:
     tables = GraphTables(
         phrases=state.phrases,
         facts=state.facts,
-        fact_phrases=_pairs(state.fact_phrases, len(state.fact_phrases)),
+        fact_phrases=state.fact_phrase_array(),
         context=context,
         relation=relation,
         relation_support=support,

@@ -9,7 +9,9 @@ scratch on the surviving documents.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -68,11 +70,16 @@ K = TypeVar("K", str, Triple)
 
 
 class SortedKeys(Generic[K]):
-    """The alive keys of one kind in sorted order, refreshed lazily: `touch` a key whose aliveness may have
-    changed, and `keys(alive)` merges the changes in O(n) (two sorted runs) instead of re-sorting."""
+    """The alive keys of one kind in sorted order, with their rows, refreshed lazily: `touch` a key whose
+    aliveness may have changed; `keys(alive)` and `rows(alive)` apply the changes - a few by binary search and
+    insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up again."""
 
-    def __init__(self) -> None:
+    BULK = 64  # more changes than this at once: merge and look the rows up again
+
+    def __init__(self, row_of: Mapping[K, int]) -> None:
+        self._row_of: Mapping[K, int] = row_of  # a key's row never changes
         self._keys: list[K] = []
+        self._rows: IntArray = np.zeros(0, dtype=np.int64)
         self._members: set[K] = set()
         self._touched: set[K] = set()
 
@@ -80,14 +87,38 @@ class SortedKeys(Generic[K]):
         self._touched.add(key)
 
     def keys(self, alive: Callable[[K], bool]) -> list[K]:
-        if self._touched:
-            gone = {k for k in self._touched if k in self._members and not alive(k)}
-            fresh = sorted(k for k in self._touched if k not in self._members and alive(k))
-            kept = [k for k in self._keys if k not in gone] if gone else self._keys
-            self._keys = sorted(kept + fresh) if fresh else kept
-            self._members = (self._members - gone) | set(fresh)
-            self._touched = set()
+        self._refresh(alive)
         return self._keys
+
+    def rows(self, alive: Callable[[K], bool]) -> IntArray:
+        """The rows of `keys(alive)`, in the same order (a new array after each change, never mutated)."""
+        self._refresh(alive)
+        return self._rows
+
+    def _refresh(self, alive: Callable[[K], bool]) -> None:
+        if not self._touched:
+            return
+        gone = sorted(k for k in self._touched if k in self._members and not alive(k))
+        fresh = sorted(k for k in self._touched if k not in self._members and alive(k))
+        self._touched = set()
+        if len(gone) + len(fresh) > self.BULK:
+            dropped = set(gone)
+            kept = [k for k in self._keys if k not in dropped] if gone else self._keys
+            self._keys = sorted(kept + fresh) if fresh else kept
+            self._rows = np.fromiter(map(self._row_of.__getitem__, self._keys), np.int64, count=len(self._keys))
+        else:
+            if gone:
+                at = [bisect_left(self._keys, k) for k in gone]
+                for i in reversed(at):
+                    del self._keys[i]
+                self._rows = np.delete(self._rows, at)
+            if fresh:
+                at = [bisect_left(self._keys, k) for k in fresh]
+                for i, k in zip(reversed(at), reversed(fresh)):
+                    self._keys.insert(i, k)
+                self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
+        self._members.difference_update(gone)  # in place: a new set would copy every key per change
+        self._members.update(fresh)
 
 
 class IndexState:
@@ -107,6 +138,7 @@ class IndexState:
         self.facts: list[Triple] = []
         self.fact_row: dict[Triple, int] = {}
         self.fact_phrases: list[tuple[int, int]] = []
+        self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation: dict[tuple[int, int], int] = {}
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
@@ -114,9 +146,9 @@ class IndexState:
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
         # the order documents arrived in
-        self.passage_order: SortedKeys[str] = SortedKeys()
-        self.phrase_order: SortedKeys[str] = SortedKeys()
-        self.fact_order: SortedKeys[Triple] = SortedKeys()
+        self.passage_order: SortedKeys[str] = SortedKeys(self.passage_row)
+        self.phrase_order: SortedKeys[str] = SortedKeys(self.phrase_row)
+        self.fact_order: SortedKeys[Triple] = SortedKeys(self.fact_row)
 
     # passages -----------------------------------------------------------------------------------------
     def add_passage(self, row: PassageRow, vector: Vectors) -> int:
@@ -231,6 +263,16 @@ class IndexState:
             self.fact_support.append(0)
         return row
 
+    def fact_phrase_array(self) -> IntArray:
+        """`fact_phrases` as an (n, 2) array, extended with the facts added since the last call (the list only
+        grows), so a commit does not convert every fact again. A new array each time it grows."""
+        done, total = len(self._fact_phrase_array), len(self.fact_phrases)
+        if done < total:
+            added = itertools.chain.from_iterable(self.fact_phrases[done:])
+            fresh = np.fromiter(added, dtype=np.int64, count=2 * (total - done)).reshape(-1, 2)
+            self._fact_phrase_array = np.concatenate([self._fact_phrase_array, fresh])
+        return self._fact_phrase_array
+
     # vectors and synonyms -----------------------------------------------------------------------------
     def missing_vectors(self) -> dict[str, list[int]]:
         """Rows of phrases and facts that have no vector yet (new since the last batch)."""
@@ -248,6 +290,8 @@ class IndexState:
         vectors = self.vectors["phrase"].view()
 
         def of(rows: IntArray) -> Vectors:
+            if len(rows) and bool((np.diff(rows) == 1).all()):  # a run of consecutive rows: a view, no copy
+                return vectors[rows[0] : rows[-1] + 1]
             return vectors[rows]
 
         alive = self.alive_phrases()

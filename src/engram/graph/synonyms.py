@@ -28,6 +28,7 @@ class SynonymLists:
         self.block = block
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
+        self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
 
     def _order(self, items: Iterable[Neighbour]) -> list[Neighbour]:
         return sorted(items, key=lambda n: (-n[0], n[1]))[: self.top_k]
@@ -39,14 +40,25 @@ class SynonymLists:
         found: dict[int, list[Neighbour]] = {int(r): [] for r in rows}
         if len(targets) == 0:
             return found
-        target_vectors = vectors(targets)
-        target64 = target_vectors.astype(np.float64)
+        # mostly alive targets: score the whole run of rows they span (no gathered copy of the vectors, which
+        # would cost O(phrases) per insert) and drop the others; else gather the targets
+        lo, hi = int(targets[0]), int(targets[-1]) + 1
+        spanned = 2 * len(targets) >= hi - lo
+        target_vectors = vectors(np.arange(lo, hi, dtype=np.int64) if spanned else targets)
+        wanted = np.zeros(hi - lo, dtype=bool)
+        wanted[targets - lo] = True
         for start in range(0, len(rows), self.block):
             block = rows[start : start + self.block]
             query = vectors(block)
             qi, ti = np.nonzero(query @ target_vectors.T >= self.threshold - SLACK)
-            exact = np.round(np.einsum("ij,ij->i", query.astype(np.float64)[qi], target64[ti]), 9)
-            for q, t, sim in zip(block[qi].tolist(), targets[ti].tolist(), exact.tolist()):
+            if spanned:
+                keep = wanted[ti]
+                qi, ti = qi[keep], ti[keep]
+            # float64 only for the candidate pairs (converting every target costs O(phrases) per insert)
+            pairs = (query[qi].astype(np.float64), target_vectors[ti].astype(np.float64))
+            exact = np.round(np.einsum("ij,ij->i", *pairs), 9)
+            hits = (ti + lo if spanned else targets[ti]).tolist()
+            for q, t, sim in zip(block[qi].tolist(), hits, exact.tolist()):
                 if q != t and sim >= self.threshold:
                     found[q].append((sim, keys[t], t))
         return found
@@ -54,9 +66,17 @@ class SynonymLists:
     def _set(self, row: int, neighbours: list[Neighbour]) -> None:
         for _, _, old in self.lists.get(row, []):
             self.incoming.get(old, set()).discard(row)
+            pair = (min(row, old), max(row, old))
+            count, sim = self._edges[pair]
+            if count == 1:
+                del self._edges[pair]
+            else:
+                self._edges[pair] = (count - 1, sim)
         self.lists[row] = neighbours
-        for _, _, new in neighbours:
+        for sim, _, new in neighbours:
             self.incoming.setdefault(new, set()).add(row)
+            pair = (min(row, new), max(row, new))
+            self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
 
     def add(self, new_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
         """Give the new phrases their lists and let old phrases take them in. Returns rows whose list changed."""
@@ -99,15 +119,12 @@ class SynonymLists:
         return changed
 
     def load(self, lists: dict[int, list[Neighbour]]) -> None:
-        self.lists, self.incoming = {}, {}
+        self.lists, self.incoming, self._edges = {}, {}, {}
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 
     def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
-        """Undirected edges (i < j) with their cosines."""
-        pairs: dict[tuple[int, int], float] = {}
-        for row, neighbours in self.lists.items():
-            for sim, _, other in neighbours:
-                pairs[(min(row, other), max(row, other))] = sim
-        keys = sorted(pairs)
-        return np.array(keys, dtype=np.int64).reshape(-1, 2), np.array([pairs[k] for k in keys], dtype=np.float64)
+        """Undirected edges (i < j) with their cosines (kept up to date by `_set`: O(edges), not O(phrases))."""
+        keys = sorted(self._edges)
+        sims = [self._edges[k][1] for k in keys]
+        return np.array(keys, dtype=np.int64).reshape(-1, 2), np.array(sims, dtype=np.float64)

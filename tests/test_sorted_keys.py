@@ -1,0 +1,30 @@
+"""`SortedKeys`: the canonical order of alive keys and their rows, patched in place or merged in bulk."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engram.state import SortedKeys
+
+KEYS = [f"k{i:02d}" for i in range(40)]
+ROWS = {k: (7 * i) % 40 for i, k in enumerate(KEYS)}  # rows unrelated to key order
+
+batch = st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=30)
+
+
+@pytest.mark.parametrize("bulk", [0, 3, 64])
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(batch, min_size=1, max_size=8))
+def test_rows_follow_the_sorted_alive_keys(bulk: int, batches: list[list[tuple[str, bool]]]) -> None:
+    order: SortedKeys[str] = SortedKeys(ROWS)
+    order.BULK = bulk
+    alive: set[str] = set()
+    for changes in batches:
+        for key, on in changes:
+            (alive.add if on else alive.discard)(key)
+            order.touch(key)
+        rows = order.rows(alive.__contains__)
+        assert order.keys(alive.__contains__) == sorted(alive)
+        assert rows.tolist() == [ROWS[k] for k in sorted(alive)]
