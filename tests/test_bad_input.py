@@ -83,6 +83,14 @@ def test_other_embedder_is_refused(tmp_path: Path) -> None:
         assert memory.stats()["passages"] == 5
 
 
+def test_leftover_temporary_manifest_does_not_block_creation(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / ".manifest.json.abc123").write_text("{")  # a creation killed before its rename
+    with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
+        memory.index(DOCS)
+        assert memory.stats()["passages"] == 5
+
+
 def test_foreign_or_newer_directories_are_refused(tmp_path: Path) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir()

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram import Document, GraphConfig, Memory, MemoryConfig
+from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
 
 PHRASES = [
@@ -171,3 +172,51 @@ def test_update_keeps_unchanged_chunks_without_llm_or_embedding(tmp_path: Path) 
         memory.update(Document("d", "The old mill is near north river."))  # back: extraction and vectors cached
         assert source.embedded == before + 1  # only the new text's passage vector was ever computed
         assert memory.stats()["facts"] == 1 and memory.stats()["pending"] == 0
+
+
+def test_a_view_stays_valid_while_later_commits_grow_the_state(tmp_path: Path) -> None:
+    from engram.retrieve.hipporag2 import hipporag2
+
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), config=CONFIG) as memory:
+        memory.index(
+            [Document("a", "Anna Berg founded the old mill.")],
+            extractions=[{"id": "a", "triples": [["Anna Berg", "founded", "old mill"]]}],
+        )
+        old = memory._current()
+        query = memory._embed_queries(["Who founded the old mill?"])
+        before = hipporag2(old, query, ["q"], memory.config.retrieve, 3)[0]
+        memory.index(
+            [Document("b", "The old mill town is near north river.")],
+            extractions=[{"id": "b", "triples": [["old mill town", "is near", "north river"]]}],
+        )
+        after = hipporag2(old, query, ["q"], memory.config.retrieve, 3)[0]
+        assert after.rows.tolist() == before.rows.tolist() and after.scores.tolist() == before.scores.tolist()
+        assert old.phrases_of("a") == ["anna berg", "old mill"]
+
+
+def test_phrase_death_and_birth_in_one_update_keep_lists_exact(tmp_path: Path) -> None:
+    config = MemoryConfig(graph=GraphConfig(synonym_threshold=0.5, synonym_top_k=2))
+    d1 = Document("d1", "Acme corporation inc.")
+    d2 = Document("d2", "Acme corporation and acme corporations.")
+    ex = [
+        {"id": "d1", "triples": [["acme corporation inc", "is", "company"]]},
+        {"id": "d2", "triples": [["acme corporation", "is", "acme corporations"]]},
+    ]
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.index([d1, d2], extractions=ex)
+        changed = Document("d1", "Acme corporation ltd.")
+        memory.update(changed, extractions=[{"id": "d1", "triples": [["acme corporation ltd", "is", "company"]]}])
+        incremental = observe(memory)
+    with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=config) as fresh:
+        fresh.index(
+            [changed, d2], extractions=[{"id": "d1", "triples": [["acme corporation ltd", "is", "company"]]}, ex[1]]
+        )
+        same(observe(fresh), incremental)
+
+
+def test_update_to_empty_text_is_refused(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
+        memory.index([Document("a", "Some text.")])
+        with pytest.raises(InputError, match="delete"):
+            memory.update(Document("a", "   "))
+        assert set(memory.documents()) == {"a"}

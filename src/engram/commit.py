@@ -12,7 +12,7 @@ from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.store.records import RecordStore
-from engram.store.snapshot import ROLES, VectorTable, read_latest_snapshot, write_snapshot
+from engram.store.snapshot import ROLES, VectorTable, write_snapshot
 
 Progress = Callable[[str, int, int], None]
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
@@ -85,7 +85,7 @@ def load_state(store: RecordStore, source: VectorSource, config: GraphConfig) ->
             state.set_triples(i, row.status, row.triples if row.status == "done" else [])
     fill_vectors(state, source)
     lists = store.synonym_lists()
-    if lists or not len(state.alive_phrases()):
+    if lists or not len(state.alive_phrases()) or store.get_meta("synonym_lists") == "1":
         where = state.phrase_row
         state.synonyms.load(
             {
@@ -112,7 +112,3 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     }
     tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
     write_snapshot(root, generation, tables)
-
-
-def read_snapshot_for(root: Path) -> VectorTable:
-    return read_latest_snapshot(root)

@@ -150,8 +150,8 @@ def view(state: IndexState) -> GraphIndex:
     context = _context_table(state, alive)
     relation, support = _relation_table(state)
     tables = GraphTables(
-        phrases=state.phrases,
-        facts=state.facts,
+        phrases=list(state.phrases),  # copies: the view must not grow with later commits
+        facts=list(state.facts),
         fact_phrases=state.fact_phrase_array(),
         context=context,
         relation=relation,
@@ -165,7 +165,7 @@ def view(state: IndexState) -> GraphIndex:
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     canonical = walk_operator(adjacency[node_rows][:, node_rows])
     return GraphIndex(
-        passages=state.passages,
+        passages=list(state.passages),
         passage_alive=alive,
         passage_vectors=state.vectors["passage"].view(),
         tables=tables,

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engram.commit import VectorSource, fill_vectors, load_state, read_snapshot_for, save_snapshot, synonym_payload
+from engram.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import EngramError
@@ -16,8 +16,10 @@ from engram.index import GraphIndex, passage_text, view
 from engram.retrieve.bm25 import BM25Index
 from engram.state import IndexState
 from engram.store.records import RecordStore
+from engram.store.snapshot import read_latest_snapshot
 
 Progress = Callable[[str, int, int], None]
+CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
 
 
 class _Clock:
@@ -49,7 +51,7 @@ class LiveIndex:
 
     def source(self) -> VectorSource:
         if self._vectors is None:
-            self._vectors = VectorSource(self.store, self.embedder, self.model_key, read_snapshot_for(self.root))
+            self._vectors = VectorSource(self.store, self.embedder, self.model_key, read_latest_snapshot(self.root))
         return self._vectors
 
     def current(self) -> GraphIndex:
@@ -61,13 +63,14 @@ class LiveIndex:
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
+                        self.store.set_meta(db, "synonym_lists", "1")
                 self.index, self.generation, self._bm25 = view(self.state), generation, None
                 self.dirty = self.source().embedded > 0 or not (self.root / "index").exists()
             return self.index
 
     def bm25(self) -> BM25Index:
-        index = self.current()
         with self.lock:
+            index = self.current()
             if self._bm25 is None:
                 self._bm25 = BM25Index([passage_text(p) for p in index.passages], index.passage_alive)
             return self._bm25
@@ -78,16 +81,20 @@ class LiveIndex:
         writes: Callable[[sqlite3.Connection], None],
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
+        expected: int | None = None,
     ) -> GraphIndex:
         """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
         synonym lists and the next generation number in one transaction. On any failure the in-memory state
-        is dropped and reloaded from the (unchanged) records on next use."""
+        is dropped and reloaded from the (unchanged) records on next use. `expected`: the generation the
+        caller prepared its change against; a newer one means another writer came first."""
         clock = _Clock(timings)
         with self.lock:
             self.current()
             state, base = self.state, self.generation
             if state is None:  # pragma: no cover - current() always sets it
                 raise EngramError("internal error: the index state is not loaded")
+            if expected is not None and base != expected:
+                raise EngramError(CONFLICT)
             try:
                 mutate(state)
                 clock.lap("tables")
@@ -99,10 +106,11 @@ class LiveIndex:
                 clock.lap("graph")
                 with self.store.transaction() as db:
                     if self.store.generation != base:
-                        raise EngramError("the memory was changed by another process meanwhile: run it again")
+                        raise EngramError(CONFLICT)
                     writes(db)
                     self.store.write_synonyms(db, synonym_payload(state, changed))
                     self.store.set_meta(db, "generation", str(base + 1))
+                    self.store.set_meta(db, "synonym_lists", "1")
                 clock.lap("commit")
             except BaseException:
                 self.state = self.index = None

@@ -95,7 +95,10 @@ class Memory:
         if manifest_path.exists():
             check_embedder(read_manifest(self.path), self.embedder.identity, self.path)
             return
-        if self.path.exists() and any(p.name != "config.json" for p in self.path.iterdir()):
+        leftovers = (".manifest.json.",)  # a temporary file of an interrupted creation
+        if self.path.exists() and any(
+            p.name != "config.json" and not p.name.startswith(leftovers) for p in self.path.iterdir()
+        ):
             raise MemoryFormatError(
                 f"{self.path} is not empty and has no engram manifest: choose a new or empty directory"
             )
@@ -107,8 +110,10 @@ class Memory:
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
         try:
-            self.flush()
-            self._flush_llm()
+            try:
+                self.flush()
+            finally:
+                self._flush_llm()
         finally:
             self._store.close()
 
@@ -138,8 +143,9 @@ class Memory:
         writes: Callable[[sqlite3.Connection], None],
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
+        expected: int | None = None,
     ) -> GraphIndex:
-        return self._live.change(mutate, writes, progress, timings)
+        return self._live.change(mutate, writes, progress, timings, expected)
 
     def flush(self) -> None:
         """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
@@ -163,16 +169,18 @@ class Memory:
         With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
         extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
         resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
+        report = IndexReport()
+        if self.llm is not None:
+            self._extract_into(report, progress, max_tokens)
         self._current()
+        expected = self._live.generation
         start = time.perf_counter()
         chunking = self._chunking(max_input_tokens)
         prepared = prepare(documents, self._store.document_hashes(), self._store.passage_ids(), chunking)
-        report = IndexReport(skipped=dict(prepared.skipped), unchanged=prepared.unchanged)
+        report.skipped, report.unchanged = dict(prepared.skipped), prepared.unchanged
         report.timings["prepare"] = time.perf_counter() - start
-        if self.llm is not None:
-            self._extract_into(report, progress, max_tokens)
         if prepared.documents:
-            self._ingest(prepared, [], as_extraction_set(extractions), report, progress, max_tokens)
+            self._ingest(prepared, [], as_extraction_set(extractions), report, progress, max_tokens, expected)
             report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         return self._finish(report)
 
@@ -182,16 +190,20 @@ class Memory:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
         Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
         self._current()
+        expected = self._live.generation
         known = self._store.document_hashes()
         report = IndexReport()
         if known.get(document.id) == document_hash(document):
             report.unchanged = 1
             return self._finish(report)
         old = known.pop(document.id, None) is not None
-        orphans, _ = self._orphans([document.id] if old else [])
+        orphans = self._orphans([document.id] if old else [])
         passages = self._store.passage_ids() - set(orphans)
         prepared = prepare([document], known, passages, self.config.chunk)
-        self._ingest(prepared, [document.id] if old else [], as_extraction_set(extractions), report, None)
+        if prepared.skipped:
+            raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
+        removed = [document.id] if old else []
+        self._ingest(prepared, removed, as_extraction_set(extractions), report, None, None, expected)
         report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         return self._finish(report)
 
@@ -199,12 +211,13 @@ class Memory:
         """Remove documents: their passages (unless another document shares them), the facts and phrases no
         remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
         self._current()
+        expected = self._live.generation
         ids = list(dict.fromkeys(document_ids))
         known = self._store.document_hashes()
         report = IndexReport(skipped={d: "not in the memory" for d in ids if d not in known})
         present = [d for d in ids if d in known]
         if present:
-            self._ingest(Prepared(), present, ExtractionSet(), report, None)
+            self._ingest(Prepared(), present, ExtractionSet(), report, None, None, expected)
             report.documents = len(present)
         return self._finish(report)
 
@@ -216,15 +229,18 @@ class Memory:
         report: IndexReport,
         progress: Progress | None,
         max_tokens: int | None = None,
+        expected: int | None = None,
     ) -> None:
-        """One commit: drop `removed_docs`, add `prepared`, with extractions imported or from the LLM."""
+        """One commit: drop `removed_docs`, add `prepared`, with extractions imported or from the LLM.
+        `expected` is the generation the caller read its records at: if another writer committed since, the
+        commit is refused rather than built on stale input."""
         start = time.perf_counter()
         report.imported = apply_extractions(self._store, prepared.passages, found)
         report.timings["import"] = time.perf_counter() - start
         start = time.perf_counter()
         self._run_llm(prepared.passages, progress, report, max_tokens)
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
-        orphans, heirs = self._orphans(removed_docs)
+        orphans = self._orphans(removed_docs)
         source = self._source()
         start = time.perf_counter()
         vectors = source.get("passage", [passage_text(p) for p in prepared.passages], progress)
@@ -244,26 +260,14 @@ class Memory:
 
         def writes(db: sqlite3.Connection) -> None:
             self._store.delete_documents(db, removed_docs, orphans)
-            for pid, doc in heirs.items():
-                self._store.repoint_passage(db, pid, doc)
             add(db)
 
-        self._change(mutate, writes, progress, report.timings)
+        self._change(mutate, writes, progress, report.timings, expected)
 
-    def _orphans(self, removed_docs: list[str]) -> tuple[list[str], dict[str, str]]:
-        """Passages of `removed_docs` that no other document uses, and shared ones, which pass to another of
-        their documents (passage id -> new owner)."""
+    def _orphans(self, removed_docs: list[str]) -> list[str]:
+        """The passages of `removed_docs` (each document owns its passages)."""
         used = self._store.chunk_passages(removed_docs)
-        candidates = sorted({p for ps in used.values() for p in ps})
-        users = self._store.passage_users(candidates)
-        orphans, heirs = [], {}
-        for pid in candidates:
-            others = sorted(users.get(pid, set()) - set(removed_docs))
-            if others:
-                heirs[pid] = others[0]
-            else:
-                orphans.append(pid)
-        return orphans, heirs
+        return sorted({p for ps in used.values() for p in ps})
 
     def _finish(self, report: IndexReport) -> IndexReport:
         index = self._current()
@@ -282,6 +286,7 @@ class Memory:
 
     def _extract_into(self, report: IndexReport, progress: Progress | None, max_tokens: int | None) -> None:
         index = self._current()
+        expected = self._live.generation
         todo = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
         done = self._store.extractions_for([p.content_hash for p in todo])
         todo = [p for p in todo if p.content_hash not in done or done[p.content_hash].status != "done"]
@@ -295,14 +300,11 @@ class Memory:
             rows = self._store.extractions_for([p.content_hash for p in todo])
 
             def mutate(state: IndexState) -> None:
-                for p in todo:
-                    row = rows.get(p.content_hash)
-                    if row is not None:
-                        state.set_triples(
-                            state.passage_row[p.id], row.status, row.triples if row.status == "done" else []
-                        )
+                for digest, row in rows.items():
+                    for i in state.alive_with_content(digest):
+                        state.set_triples(i, row.status, row.triples if row.status == "done" else [])
 
-            self._change(mutate, lambda db: None, progress, report.timings)
+            self._change(mutate, lambda db: None, progress, report.timings, expected)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------
     def _llm_session(self) -> LLMSession | None:

@@ -1,4 +1,4 @@
-"""Indexing steps between the facade and the store: imported extractions, LLM extraction, staged writes."""
+"""Indexing steps between the facade and the store: imported extractions and staged record writes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from engram.extract.importers import ExtractionSet
 from engram.graph.build import normalize_triple
 from engram.ingest import Prepared
-from engram.llm.base import ChatModel
 from engram.store.records import PassageRow, RecordStore
 
 Progress = Callable[[str, int, int], None]
@@ -28,18 +27,6 @@ def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found:
             rows.append((p.content_hash, record["entities"], triples, dropped))
     store.put_extractions(rows, found.source)
     return len(rows)
-
-
-def run_extraction(
-    store: RecordStore, llm: ChatModel, passages: Sequence[PassageRow], progress: Progress | None
-) -> tuple[int, int]:
-    """Extract every passage that has no finished extraction; each result is committed as it arrives, so a
-    crash loses no finished call. Returns (done, failed). (`engram.extract.runner.extract_pending` adds a
-    token budget and accounting.)"""
-    from engram.extract.runner import extract_pending
-
-    run = extract_pending(store, llm, passages, progress)
-    return run.done, run.failed
 
 
 def staged_writes(store: RecordStore, prepared: Prepared) -> Callable[[sqlite3.Connection], None]:

@@ -295,12 +295,13 @@ class IndexState:
             return vectors[rows]
 
         alive = self.alive_phrases()
+        new = np.array(sorted(set(self.changes.new_phrases)), dtype=np.int64)
         changed: set[int] = set()
         if self.changes.dead_phrases:
             dead = np.array(sorted(set(self.changes.dead_phrases)), dtype=np.int64)
-            changed |= self.synonyms.remove(dead, alive, of, self.phrases)
-        if self.changes.new_phrases:
-            new = np.array(sorted(set(self.changes.new_phrases)), dtype=np.int64)
+            # lists recomputed here must not see this batch's new phrases: `add` merges those in next
+            changed |= self.synonyms.remove(dead, np.setdiff1d(alive, new), of, self.phrases)
+        if len(new):
             changed |= self.synonyms.add(new, alive, of, self.phrases)
         self.changes = Changes()
         return changed

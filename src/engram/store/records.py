@@ -87,10 +87,11 @@ class RecordStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
@@ -193,10 +194,6 @@ class RecordStore:
             )
 
     # embedding cache ------------------------------------------------------------------------------------
-    def cached_vectors(self, model: str, role: str) -> dict[str, bytes]:
-        rows = self._read("SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ?", (model, role))
-        return {h: bytes(v) for h, v in rows}
-
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:
         with self.transaction() as db:
             db.executemany(
@@ -220,27 +217,12 @@ class RecordStore:
                 out.setdefault(doc, []).append(pid)
         return out
 
-    def passage_users(self, passage_ids: Sequence[str]) -> dict[str, set[str]]:
-        """passage id -> the documents whose chunks use it."""
-        out: dict[str, set[str]] = {}
-        for start in range(0, len(passage_ids), 500):
-            part = list(passage_ids[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for doc, pid in self._read(f"SELECT doc_id, passage_id FROM chunks WHERE passage_id IN ({marks})",
-                                       tuple(part)):
-                out.setdefault(pid, set()).add(doc)
-        return out
-
     def delete_documents(self, db: sqlite3.Connection, doc_ids: Sequence[str], passage_ids: Sequence[str]) -> None:
         """Remove documents, their chunks and the given (no longer used) passages. Extractions and embeddings
         stay: they are caches keyed by content, so re-adding the same text costs nothing."""
         db.executemany("DELETE FROM chunks WHERE doc_id = ?", ((d,) for d in doc_ids))
         db.executemany("DELETE FROM documents WHERE id = ?", ((d,) for d in doc_ids))
         db.executemany("DELETE FROM passages WHERE id = ?", ((p,) for p in passage_ids))
-
-    def repoint_passage(self, db: sqlite3.Connection, passage_id: str, doc_id: str) -> None:
-        """A shared passage whose owning document was deleted now belongs to another user of it."""
-        db.execute("UPDATE passages SET doc_id = ? WHERE id = ?", (doc_id, passage_id))
 
     # synonym lists ------------------------------------------------------------------------------------
     def synonym_lists(self) -> dict[str, list[tuple[str, float]]]:
