@@ -10,9 +10,9 @@ from engram.errors import (
     MemoryFormatError,
     MissingDependencyError,
 )
-from engram.memory import IndexReport, Memory
+from engram.memory import Memory
 from engram.text import ChunkConfig
-from engram.types import Answer, Document, Extraction, Fact, Passage, Retrieval, RetrievedPassage, Seed
+from engram.types import Answer, Document, Extraction, Fact, IndexReport, Passage, Retrieval, RetrievedPassage, Seed
 
 __version__ = "0.1.0"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from engram.cli_llm import add_run_args, memory_for_estimate, print_estimate, report_llm
 from engram.errors import EngramError
-from engram.memory import IndexReport, Memory
+from engram.memory import Memory
 from engram.settings import resolve_llm
-from engram.types import Retrieval
+from engram.types import IndexReport, Retrieval
 
 
 class Bars:

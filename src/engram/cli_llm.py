@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from engram.extract.planning import ExtractionEstimate
-from engram.memory import IndexReport, Memory
+from engram.memory import Memory
 from engram.store.manifest import MANIFEST
+from engram.types import IndexReport
 
 
 def say(message: str) -> None:

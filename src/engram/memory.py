@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,31 +31,11 @@ from engram.state import IndexState
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
 from engram.store.records import RecordStore
 from engram.text import ChunkConfig
-from engram.types import Answer, Document, Retrieval
+from engram.types import Answer, Document, IndexReport, Retrieval
 
 # progress(stage, done, total): opt-in; the CLI turns it into progress bars
 Progress = Callable[[str, int, int], None]
 DB_NAME = "engram.sqlite"
-
-
-@dataclass
-class IndexReport:
-    documents: int = 0
-    passages: int = 0
-    unchanged: int = 0
-    imported: int = 0
-    extracted: int = 0
-    failed: int = 0
-    pending: int = 0
-    skipped: dict[str, str] = field(default_factory=dict)
-    dropped_triples: int = 0
-    stats: dict[str, int] = field(default_factory=dict)
-    # seconds per step: prepare, import, extract, embed, tables, synonyms, graph, commit
-    timings: dict[str, float] = field(default_factory=dict)
-    # the token budget (max_tokens) stopped extraction: unfinished passages stay pending, a re-run resumes
-    budget_reached: bool = False
-    # LLM usage of this call: calls, prompt_tokens, completion_tokens, cache_hits, retries, failures, tokens
-    llm: dict[str, int] = field(default_factory=dict)
 
 
 class Memory:

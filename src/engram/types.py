@@ -98,3 +98,25 @@ class Answer:
     passages: list[RetrievedPassage]
     facts: list[Fact]
     raw: str = ""
+
+
+@dataclass
+class IndexReport:
+    """What an index, update, delete or extract call did, and the memory's stats after it."""
+
+    documents: int = 0
+    passages: int = 0
+    unchanged: int = 0
+    imported: int = 0
+    extracted: int = 0
+    failed: int = 0
+    pending: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+    dropped_triples: int = 0
+    stats: dict[str, int] = field(default_factory=dict)
+    # seconds per step: prepare, import, extract, embed, tables, synonyms, graph, commit
+    timings: dict[str, float] = field(default_factory=dict)
+    # the token budget (max_tokens) stopped extraction: unfinished passages stay pending, a re-run resumes
+    budget_reached: bool = False
+    # LLM usage of this call: calls, prompt_tokens, completion_tokens, cache_hits, retries, failures, tokens
+    llm: dict[str, int] = field(default_factory=dict)
