@@ -98,6 +98,7 @@ def observe(memory: Memory) -> dict[str, Any]:
         "graph": index.canonical(),
         "vectors": vectors_by_key(memory),
         "stats": index.stats(),
+        "state_stats": memory._live.stats(),  # counted without the view: must agree with it
         "ranked": {
             m: [
                 (r.method, [p.id for p in r.passages], [f.triple for f in r.facts], [s.phrase for s in r.seeds])
@@ -111,6 +112,7 @@ def observe(memory: Memory) -> dict[str, Any]:
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> None:
     """Equal graphs, vectors, stats, rankings and scores (to the last bit)."""
+    assert a["stats"] == a["state_stats"] and b["stats"] == b["state_stats"]
     assert {k: v for k, v in a.items() if k != "scores"} == {k: v for k, v in b.items() if k != "scores"}
     assert a["scores"] == b["scores"]
 

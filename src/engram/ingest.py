@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engram.errors import InputError
@@ -51,8 +51,8 @@ def passage_hash(title: str | None, text: str) -> str:
 
 def prepare(
     items: Iterable[object],
-    known_documents: dict[str, str],
-    known_passages: Collection[str],
+    known_documents: Mapping[str, str],
+    known_passages: Container[str],
     chunking: ChunkConfig,
 ) -> Prepared:
     """Validate, chunk and deduplicate. `known_documents` maps stored doc ids to content hashes and
@@ -63,7 +63,7 @@ def prepare(
     passage costs no LLM call and no embedding. Within one document, a repeated chunk is one passage."""
     out = Prepared()
     seen_ids: set[str] = set()
-    passage_ids = set(known_passages)
+    new_ids: set[str] = set()
     for item in items:
         doc = as_document(item)
         if doc.id in seen_ids:
@@ -90,9 +90,9 @@ def prepare(
             if phash in by_hash:
                 out.chunks.append((doc.id, idx, by_hash[phash]))
                 continue
-            if pid in passage_ids:
+            if pid in new_ids or pid in known_passages:
                 raise InputError(f"passage id {pid!r} is taken by other content: choose another document id")
-            passage_ids.add(pid)
+            new_ids.add(pid)
             by_hash[phash] = pid
             out.passages.append(PassageRow(pid, doc.id, doc.title, chunk, phash, dict(doc.metadata)))
             out.chunks.append((doc.id, idx, pid))

@@ -54,19 +54,37 @@ class LiveIndex:
             self._vectors = VectorSource(self.store, self.embedder, self.model_key, read_latest_snapshot(self.root))
         return self._vectors
 
-    def current(self) -> GraphIndex:
-        """The index of the latest committed generation (reloaded when another process committed one)."""
+    def load(self) -> IndexState:
+        """The state of the latest committed generation (reloaded when another process committed one)."""
         with self.lock:
             generation = self.store.generation
-            if self.state is None or self.index is None or generation != self.generation:
+            if self.state is None or generation != self.generation:
                 self.state, changed = load_state(self.store, self.source(), self.config)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
                         self.store.set_meta(db, "synonym_lists", "1")
-                self.index, self.generation, self._bm25 = view(self.state), generation, None
+                self.index, self.generation, self._bm25 = None, generation, None
                 self.dirty = self.source().embedded > 0 or not (self.root / "index").exists()
+            return self.state
+
+    def current(self) -> GraphIndex:
+        """The index of the latest committed generation. Derived lazily: a run of commits with no query in
+        between (a folder sync, many small inserts) pays for the O(edges) arrays once, at the next read."""
+        with self.lock:
+            state = self.load()
+            if self.index is None:
+                self.index = view(state)
             return self.index
+
+    def stats(self) -> dict[str, int]:
+        """`GraphIndex.stats()` of the current generation, counted on the state (no view needed)."""
+        with self.lock:
+            return self.load().stats()
+
+    def dropped(self) -> int:
+        with self.lock:
+            return self.load().dropped()
 
     def bm25(self) -> BM25Index:
         with self.lock:
@@ -82,17 +100,14 @@ class LiveIndex:
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
         expected: int | None = None,
-    ) -> GraphIndex:
+    ) -> None:
         """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
         synonym lists and the next generation number in one transaction. On any failure the in-memory state
         is dropped and reloaded from the (unchanged) records on next use. `expected`: the generation the
         caller prepared its change against; a newer one means another writer came first."""
         clock = _Clock(timings)
         with self.lock:
-            self.current()
-            state, base = self.state, self.generation
-            if state is None:  # pragma: no cover - current() always sets it
-                raise EngramError("internal error: the index state is not loaded")
+            state, base = self.load(), self.generation
             if expected is not None and base != expected:
                 raise EngramError(CONFLICT)
             try:
@@ -102,8 +117,6 @@ class LiveIndex:
                 clock.lap("embed")
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
-                index = view(state)
-                clock.lap("graph")
                 with self.store.transaction() as db:
                     if self.store.generation != base:
                         raise EngramError(CONFLICT)
@@ -115,8 +128,7 @@ class LiveIndex:
             except BaseException:
                 self.state = self.index = None
                 raise
-            self.index, self.generation, self._bm25, self.dirty = index, base + 1, None, True
-            return index
+            self.index, self.generation, self._bm25, self.dirty = None, base + 1, None, True
 
     def flush(self) -> None:
         with self.lock:

@@ -6,7 +6,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -124,8 +124,8 @@ class Memory:
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
         expected: int | None = None,
-    ) -> GraphIndex:
-        return self._live.change(mutate, writes, progress, timings, expected)
+    ) -> None:
+        self._live.change(mutate, writes, progress, timings, expected)
 
     def flush(self) -> None:
         """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
@@ -152,11 +152,11 @@ class Memory:
         report = IndexReport()
         if self.llm is not None:
             self._extract_into(report, progress, max_tokens)
-        self._current()
+        self._live.load()
         expected = self._live.generation
         start = time.perf_counter()
         chunking = self._chunking(max_input_tokens)
-        prepared = prepare(documents, self._store.document_hashes(), self._store.passage_ids(), chunking)
+        prepared = prepare(documents, self._store.document_lookup(), self._store.passage_lookup(), chunking)
         report.skipped, report.unchanged = dict(prepared.skipped), prepared.unchanged
         report.timings["prepare"] = time.perf_counter() - start
         if prepared.documents:
@@ -169,17 +169,17 @@ class Memory:
     ) -> IndexReport:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
         Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
-        self._current()
+        self._live.load()
         expected = self._live.generation
-        known = self._store.document_hashes()
+        stored = self._store.document_lookup().get(document.id)
         report = IndexReport()
-        if known.get(document.id) == document_hash(document):
+        if stored == document_hash(document):
             report.unchanged = 1
             return self._finish(report)
-        old = known.pop(document.id, None) is not None
+        old = stored is not None
         orphans = self._orphans([document.id] if old else [])
-        passages = self._store.passage_ids() - set(orphans)
-        prepared = prepare([document], known, passages, self.config.chunk)
+        passages = _Without(self._store.passage_lookup(), set(orphans))
+        prepared = prepare([document], {}, passages, self.config.chunk)
         if prepared.skipped:
             raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
         removed = [document.id] if old else []
@@ -190,10 +190,10 @@ class Memory:
     def delete(self, document_ids: Iterable[str]) -> IndexReport:
         """Remove documents: their passages (unless another document shares them), the facts and phrases no
         remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
-        self._current()
+        self._live.load()
         expected = self._live.generation
         ids = list(dict.fromkeys(document_ids))
-        known = self._store.document_hashes()
+        known = self._store.document_lookup()
         report = IndexReport(skipped={d: "not in the memory" for d in ids if d not in known})
         present = [d for d in ids if d in known]
         if present:
@@ -250,9 +250,8 @@ class Memory:
         return sorted({p for ps in used.values() for p in ps})
 
     def _finish(self, report: IndexReport) -> IndexReport:
-        index = self._current()
-        report.stats = index.stats()
-        report.pending, report.dropped_triples = report.stats["pending"], index.tables.dropped
+        report.stats = self._live.stats()
+        report.pending, report.dropped_triples = report.stats["pending"], self._live.dropped()
         return report
 
     def extract(self, progress: Progress | None = None, max_tokens: int | None = None) -> IndexReport:
@@ -345,10 +344,9 @@ class Memory:
         return session.estimate([*stored, *fresh])
 
     def stats(self) -> dict[str, Any]:
-        index = self._current()
         self._flush_llm()
         return {
-            **index.stats(),
+            **self._live.stats(),
             "documents": self._store.counts()["documents"],
             "generation": self._live.generation,
             "embedder": self.embedder.identity,
@@ -388,6 +386,16 @@ class Memory:
             return answer_all(self, _as_queries(queries), top_k, method)
         finally:
             self._flush_llm()
+
+
+class _Without:
+    """Membership in `base` minus `gone` (ids about to be freed by the same commit)."""
+
+    def __init__(self, base: Container[str], gone: set[str]) -> None:
+        self.base, self.gone = base, gone
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self.gone and key in self.base
 
 
 def _as_queries(queries: str | Sequence[str]) -> list[str]:

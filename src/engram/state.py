@@ -182,6 +182,28 @@ class IndexState:
         self.passage_alive[index] = False
         self.passage_order.touch(passage_id)
 
+    def stats(self) -> dict[str, int]:
+        """The counts `GraphIndex.stats()` reports, without deriving the view."""
+        alive = [i for i, a in enumerate(self.passage_alive) if a]
+        statuses = [self.passage_status[i] for i in alive]
+        relation, synonym = len(self.relation), self.synonyms.edge_count()
+        context = sum(len(self.passage_context[i]) for i in alive)
+        return {
+            "passages": len(alive),
+            "phrases": int(np.count_nonzero(np.asarray(self.phrase_refs, dtype=np.int64) > 0)),
+            "facts": int(np.count_nonzero(np.asarray(self.fact_support, dtype=np.int64) > 0)),
+            "relation_edges": relation,
+            "synonym_edges": synonym,
+            "context_edges": context,
+            "edges": relation + synonym + context,
+            "pending": statuses.count("pending"),
+            "failed": statuses.count("failed"),
+        }
+
+    def dropped(self) -> int:
+        """Malformed triples in the extractions of alive passages."""
+        return sum(d for d, a in zip(self.passage_dropped, self.passage_alive) if a)
+
     def alive_with_content(self, content_hash: str) -> list[int]:
         return sorted(r for r in self.hash_rows.get(content_hash, ()) if self.passage_alive[r])
 

@@ -123,6 +123,9 @@ class SynonymLists:
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 
+    def edge_count(self) -> int:
+        return len(self._edges)
+
     def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
         """Undirected edges (i < j) with their cosines (kept up to date by `_set`: O(edges), not O(phrases))."""
         keys = sorted(self._edges)

@@ -10,7 +10,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +66,26 @@ class ExtractionRow:
     error: str | None
 
 
+class KeyLookup(Mapping[str, str]):
+    """A read-only view of one key -> value column that queries per key: membership tests and lookups of a few
+    keys cost a few indexed SELECTs instead of reading the whole table (inserts into a large memory)."""
+
+    def __init__(self, store: RecordStore, table: str, key: str, value: str) -> None:
+        self._store, self._table, self._key, self._value = store, table, key, value
+
+    def __getitem__(self, key: str) -> str:
+        rows = self._store._read(f"SELECT {self._value} FROM {self._table} WHERE {self._key} = ?", (key,))
+        if not rows:
+            raise KeyError(key)
+        return str(rows[0][0])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([str(r[0]) for r in self._store._read(f"SELECT {self._key} FROM {self._table}")])
+
+    def __len__(self) -> int:
+        return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
+
+
 class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -116,6 +136,14 @@ class RecordStore:
 
     def document_metadata(self) -> dict[str, dict[str, Any]]:
         return {i: json.loads(m) for i, m in self._read("SELECT id, metadata FROM documents")}
+
+    def document_lookup(self) -> KeyLookup:
+        """doc id -> content hash, queried per key."""
+        return KeyLookup(self, "documents", "id", "content_hash")
+
+    def passage_lookup(self) -> KeyLookup:
+        """passage id -> content hash, queried per key (membership tells whether an id is taken)."""
+        return KeyLookup(self, "passages", "id", "content_hash")
 
     def passage_ids(self) -> set[str]:
         return {str(r[0]) for r in self._read("SELECT id FROM passages")}
