@@ -135,6 +135,7 @@ class IndexState:
         self.phrases: list[str] = []
         self.phrase_row: dict[str, int] = {}
         self.phrase_refs: list[int] = []  # alive facts naming the phrase
+        self._alive_mask = np.zeros(16, dtype=bool)  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
         self.facts: list[Triple] = []
         self.fact_row: dict[Triple, int] = {}
         self.fact_phrases: list[tuple[int, int]] = []
@@ -255,6 +256,7 @@ class IndexState:
 
     def _ref(self, phrase: int, delta: int) -> None:
         self.phrase_refs[phrase] += delta
+        self._alive_mask[phrase] = self.phrase_refs[phrase] > 0
         if delta > 0 and self.phrase_refs[phrase] == 1:
             self.phrase_order.touch(self.phrases[phrase])
             if phrase in self.changes.dead_phrases:
@@ -274,6 +276,10 @@ class IndexState:
             row = self.phrase_row[key] = len(self.phrases)
             self.phrases.append(key)
             self.phrase_refs.append(0)
+            if len(self.phrases) > len(self._alive_mask):
+                grown = np.zeros(2 * len(self.phrases), dtype=bool)
+                grown[: len(self._alive_mask)] = self._alive_mask
+                self._alive_mask = grown
         return row
 
     def _fact(self, key: Triple) -> int:
@@ -304,7 +310,7 @@ class IndexState:
         }
 
     def alive_phrases(self) -> IntArray:
-        return np.flatnonzero(np.array(self.phrase_refs, dtype=np.int64) > 0).astype(np.int64)
+        return np.flatnonzero(self._alive_mask[: len(self.phrases)]).astype(np.int64)
 
     def update_synonyms(self) -> set[int]:
         """Apply the batch's phrase births and deaths to the synonym lists; returns phrase rows whose lists
@@ -322,7 +328,9 @@ class IndexState:
         if self.changes.dead_phrases:
             dead = np.array(sorted(set(self.changes.dead_phrases)), dtype=np.int64)
             # lists recomputed here must not see this batch's new phrases: `add` merges those in next
-            changed |= self.synonyms.remove(dead, np.setdiff1d(alive, new), of, self.phrases)
+            older = self._alive_mask[: len(self.phrases)].copy()
+            older[new] = False
+            changed |= self.synonyms.remove(dead, np.flatnonzero(older).astype(np.int64), of, self.phrases)
         if len(new):
             changed |= self.synonyms.add(new, alive, of, self.phrases)
         self.changes = Changes()
