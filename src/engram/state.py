@@ -135,7 +135,17 @@ class IndexState:
         self.phrases: list[str] = []
         self.phrase_row: dict[str, int] = {}
         self.phrase_refs: list[int] = []  # alive facts naming the phrase
-        self._alive_mask = np.zeros(16, dtype=bool)  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
+        self._alive_mask = np.zeros(16, dtype=bool)
+        # running totals over alive passages, so stats() is O(1) rather than O(size) per call
+        self._counts = {
+            "passages": 0,
+            "facts": 0,
+            "context_edges": 0,
+            "dropped": 0,
+            "pending": 0,
+            "failed": 0,
+            "done": 0,
+        }  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
         self.facts: list[Triple] = []
         self.fact_row: dict[Triple, int] = {}
         self.fact_phrases: list[tuple[int, int]] = []
@@ -161,6 +171,7 @@ class IndexState:
             self.hash_rows.setdefault(row.content_hash, set()).add(existing)
             self.passages[existing] = row
             self.passage_alive[existing] = True
+            self._tally(existing, +1)
             self.passage_order.touch(row.id)
             self.vectors["passage"].data[existing] = vector.reshape(-1)
             return existing
@@ -175,35 +186,35 @@ class IndexState:
         self.passage_context.append(np.zeros(0, dtype=np.int64))
         self.passage_dropped.append(0)
         self.vectors["passage"].append(vector.reshape(1, -1))
+        self._tally(index, +1)
         return index
 
     def remove_passage(self, passage_id: str) -> None:
         index = self.passage_row[passage_id]
         self.set_triples(index, "pending", [])
+        self._tally(index, -1)
         self.passage_alive[index] = False
         self.passage_order.touch(passage_id)
 
     def stats(self) -> dict[str, int]:
-        """The counts `GraphIndex.stats()` reports, without deriving the view."""
-        alive = [i for i, a in enumerate(self.passage_alive) if a]
-        statuses = [self.passage_status[i] for i in alive]
+        """The counts `GraphIndex.stats()` reports, from running totals (no view needed)."""
+        c = self._counts
         relation, synonym = len(self.relation), self.synonyms.edge_count()
-        context = sum(len(self.passage_context[i]) for i in alive)
         return {
-            "passages": len(alive),
-            "phrases": int(np.count_nonzero(np.asarray(self.phrase_refs, dtype=np.int64) > 0)),
-            "facts": int(np.count_nonzero(np.asarray(self.fact_support, dtype=np.int64) > 0)),
+            "passages": c["passages"],
+            "phrases": int(np.count_nonzero(self._alive_mask[: len(self.phrases)])),
+            "facts": c["facts"],
             "relation_edges": relation,
             "synonym_edges": synonym,
-            "context_edges": context,
-            "edges": relation + synonym + context,
-            "pending": statuses.count("pending"),
-            "failed": statuses.count("failed"),
+            "context_edges": c["context_edges"],
+            "edges": relation + synonym + c["context_edges"],
+            "pending": c["pending"],
+            "failed": c["failed"],
         }
 
     def dropped(self) -> int:
         """Malformed triples in the extractions of alive passages."""
-        return sum(d for d, a in zip(self.passage_dropped, self.passage_alive) if a)
+        return self._counts["dropped"]
 
     def alive_with_content(self, content_hash: str) -> list[int]:
         return sorted(r for r in self.hash_rows.get(content_hash, ()) if self.passage_alive[r])
@@ -216,11 +227,23 @@ class IndexState:
         old = self.passage_facts[index]
         self._withdraw(old - new, old)
         self._support(new - old, new)
+        alive = self.passage_alive[index]
+        if alive:
+            self._tally(index, -1)
         self.passage_facts[index] = new
         self.passage_status[index] = status
         self.passage_dropped[index] = sum(1 for k in normalised if k is None)
         linked = {p for f in new for p in self.fact_phrases[f]}
         self.passage_context[index] = np.array(sorted(linked), dtype=np.int64)
+        if alive:
+            self._tally(index, +1)
+
+    def _tally(self, index: int, sign: int) -> None:
+        """Add (+1) or take away (-1) an alive passage's share of the running totals."""
+        self._counts["passages"] += sign
+        self._counts["context_edges"] += sign * len(self.passage_context[index])
+        self._counts["dropped"] += sign * self.passage_dropped[index]
+        self._counts[self.passage_status[index]] += sign
 
     def _pairs(self, facts: frozenset[int]) -> set[tuple[int, int]]:
         pairs = set()
@@ -235,6 +258,7 @@ class IndexState:
         for f in added:
             self.fact_support[f] += 1
             if self.fact_support[f] == 1:
+                self._counts["facts"] += 1
                 self.fact_order.touch(self.facts[f])
                 for p in set(self.fact_phrases[f]):
                     self._ref(p, +1)
@@ -250,6 +274,7 @@ class IndexState:
         for f in removed:
             self.fact_support[f] -= 1
             if self.fact_support[f] == 0:
+                self._counts["facts"] -= 1
                 self.fact_order.touch(self.facts[f])
                 for p in set(self.fact_phrases[f]):
                     self._ref(p, -1)
