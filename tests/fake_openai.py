@@ -79,6 +79,25 @@ def unknown_model(model: str = "missing-model") -> Spec:
 Handler = Callable[[dict[str, Any]], "Spec | str | None"]
 
 
+class InFlight:
+    """Counts handler calls running at once (`with in_flight: ...` inside a handler); `peak` is the most seen."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def __enter__(self) -> InFlight:
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.now -= 1
+
+
 def last_user_text(request: dict[str, Any]) -> str:
     users = [m.get("content", "") for m in request.get("messages", []) if m.get("role") == "user"]
     return str(users[-1]) if users else ""

@@ -22,7 +22,7 @@ from engram.llm import (
     parse_json_object,
 )
 from engram.llm.base import Message
-from fake_openai import FakeOpenAI, error, hang, reply, unknown_model
+from fake_openai import FakeOpenAI, InFlight, error, hang, reply, unknown_model
 
 HI: list[Message] = [{"role": "user", "content": "hi"}]
 
@@ -273,16 +273,11 @@ def test_local_server_needs_no_key(fake_llm: FakeOpenAI, monkeypatch: pytest.Mon
 
 
 def test_concurrency_is_limited(fake_llm: FakeOpenAI) -> None:
-    lock = threading.Lock()
-    state = {"now": 0, "peak": 0}
+    in_flight = InFlight()
 
     def slow(request: dict[str, Any]) -> str:
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.1)
-        with lock:
-            state["now"] -= 1
+        with in_flight:
+            time.sleep(0.1)
         return "done"
 
     fake_llm.handler = slow
@@ -293,5 +288,5 @@ def test_concurrency_is_limited(fake_llm: FakeOpenAI) -> None:
     for thread in threads:
         thread.join()
     assert fake_llm.attempts == 6
-    assert state["peak"] == 2
+    assert in_flight.peak == 2
     assert chat.usage.calls == 6

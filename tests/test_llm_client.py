@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import threading
 import time
 import types
 from pathlib import Path
@@ -24,7 +23,7 @@ from engram.llm.factory import llm_settings, make_chat
 from engram.llm.limits import RateLimiter, TokenBucket
 from engram.settings import resolve_llm
 from engram.store.records import RecordStore
-from fake_openai import FakeOpenAI, Spec, error, reply
+from fake_openai import FakeOpenAI, InFlight, Spec, error, reply
 
 HI: list[Message] = [{"role": "user", "content": "hi"}]
 
@@ -47,16 +46,11 @@ def test_acomplete_runs_on_the_shared_loop_and_blocking_there_is_refused(fake_ll
 
 
 def test_concurrency_limit_holds_across_tasks(fake_llm: FakeOpenAI) -> None:
-    lock = threading.Lock()
-    state = {"now": 0, "peak": 0}
+    in_flight = InFlight()
 
     def slow(request: dict[str, Any]) -> str:
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.05)
-        with lock:
-            state["now"] -= 1
+        with in_flight:
+            time.sleep(0.05)
         return "ok"
 
     fake_llm.handler = slow
@@ -66,7 +60,7 @@ def test_concurrency_limit_holds_across_tasks(fake_llm: FakeOpenAI) -> None:
         return list(await asyncio.gather(*(chat.acomplete(HI) for _ in range(12))))
 
     assert aio.run(many()) == ["ok"] * 12
-    assert state["peak"] == 3
+    assert in_flight.peak == 3
 
 
 # --- rate limits ---------------------------------------------------------------------------------------

@@ -8,29 +8,23 @@ request at a time would take 16x); that the server is kept busy up to the limit,
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from fake_openai import FakeOpenAI, Spec, openie_answer, reply
+from fake_openai import FakeOpenAI, InFlight, Spec, openie_answer, reply
 
 LATENCY, CONCURRENCY, PASSAGES = 0.1, 16, 80
 
 
 def test_extraction_runs_near_the_ideal_wall_time(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
-    lock = threading.Lock()
-    state = {"now": 0, "peak": 0}
+    in_flight = InFlight()
 
     def handler(request: dict[str, Any]) -> Spec | None:
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(LATENCY)
-        with lock:
-            state["now"] -= 1
+        with in_flight:
+            time.sleep(LATENCY)
         answer = openie_answer(request)
         return None if answer is None else reply(answer)
 
@@ -44,5 +38,5 @@ def test_extraction_runs_near_the_ideal_wall_time(fake_llm: FakeOpenAI, tmp_path
     print(f"extraction: ours {ours:.2f} s, ideal {ideal:.2f} s, ratio {ours / ideal:.2f}")
     assert report.extracted == PASSAGES and report.llm["calls"] == 2 * PASSAGES
     # never above the limit, and (nearly: the shared machine delays some handler threads) saturated
-    assert CONCURRENCY // 2 <= state["peak"] <= CONCURRENCY
+    assert CONCURRENCY // 2 <= in_flight.peak <= CONCURRENCY
     assert ours <= 4.0 * ideal  # one request at a time would be 16x; measured 1.3x on an idle machine

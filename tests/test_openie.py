@@ -12,7 +12,7 @@ import pytest
 from engram.errors import LLMConfigError
 from engram.extract import ExtractionOutcome, extract_many, extract_passage
 from engram.llm.openai_chat import LLMUnreachableError
-from fake_openai import FakeOpenAI, Spec, error, last_user_text, reply, task_of
+from fake_openai import FakeOpenAI, InFlight, Spec, error, last_user_text, reply, task_of
 
 PASSAGE = "Ada Lovelace wrote notes on the Analytical Engine designed by Charles Babbage in 1843."
 ENTITIES = {"entities": ["Ada Lovelace", "Analytical Engine", "Charles Babbage", "1843"]}
@@ -146,18 +146,13 @@ def test_config_error_propagates(fake_llm: FakeOpenAI) -> None:
 # --- extract_many --------------------------------------------------------------------------------------
 
 
-def scripted_openie(delay: float = 0.0) -> tuple[Any, dict[str, int]]:
+def scripted_openie(delay: float = 0.0) -> tuple[Any, InFlight]:
     """A handler answering each passage "P<n> ..." with entity "P<n>"; passage "BAD" gets garbage."""
-    lock = threading.Lock()
-    state = {"now": 0, "peak": 0}
+    in_flight = InFlight()
 
     def handler(request: dict[str, Any]) -> Spec:
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(delay)
-        with lock:
-            state["now"] -= 1
+        with in_flight:
+            time.sleep(delay)
         text = last_user_text(request)
         if "BAD" in json.dumps(request["messages"]):  # also on the retry, whose last message is a complaint
             return reply("not json")
@@ -166,7 +161,7 @@ def scripted_openie(delay: float = 0.0) -> tuple[Any, dict[str, int]]:
             return reply(as_json({"entities": [name]}))
         return reply(as_json({"triples": [[name, "is", "a passage"]]}))
 
-    return handler, state
+    return handler, in_flight
 
 
 def test_extract_many_runs_concurrently_and_reports_in_calling_thread(fake_llm: FakeOpenAI) -> None:
@@ -182,7 +177,7 @@ def test_extract_many_runs_concurrently_and_reports_in_calling_thread(fake_llm: 
     )
     assert sorted(pid for pid, _, _ in seen) == sorted(pid for pid, _, _ in passages)
     assert {ident for _, _, ident in seen} == {threading.get_ident()}
-    assert state["peak"] >= 2
+    assert state.peak >= 2
     for n in range(6):
         assert outcomes[f"id{n}"].triples == [(f"P{n}", "is", "a passage")]
     assert outcomes["bad"].error is not None
