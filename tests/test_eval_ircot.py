@@ -50,7 +50,7 @@ def test_parse_step() -> None:
 def test_stops_when_the_reader_answers(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.push(THOUGHT, "Answer: Lyon")
     with build(tmp_path / "m", fake_llm.chat()) as memory:
-        result = ircot(memory, [QUESTION], top_k=2, method="dense", steps=4)[0]
+        result = ircot(memory.context(), [QUESTION], top_k=2, method="dense", steps=4)[0]
     assert result.answer == "Lyon" and result.thoughts == [THOUGHT]
     assert result.queries == [QUESTION, THOUGHT] and result.steps == 2
     assert fake_llm.attempts == 2 and all(is_ircot(r) for r in fake_llm.requests)
@@ -64,7 +64,7 @@ def test_stops_after_n_steps_and_merges(tmp_path: Path, fake_llm: FakeOpenAI) ->
     other = "Oslo is the capital of Norway."
     fake_llm.push(other, THOUGHT, "never asked")
     with build(tmp_path / "m", fake_llm.chat()) as memory:
-        result = ircot(memory, [QUESTION], top_k=2, method="dense", steps=2)[0]
+        result = ircot(memory.context(), [QUESTION], top_k=2, method="dense", steps=2)[0]
         step1 = memory.retrieve(QUESTION, top_k=2, method="dense")[0]
         step2 = memory.retrieve(other, top_k=2, method="dense")[0]
     assert result.answer is None and result.steps == 2 and fake_llm.attempts == 2
@@ -77,7 +77,7 @@ def test_stops_after_n_steps_and_merges(tmp_path: Path, fake_llm: FakeOpenAI) ->
 def test_stops_when_the_reader_repeats_itself(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.handler = lambda request: THOUGHT if is_ircot(request) else '{"facts": [1, 2]}'  # filter: keep two
     with build(tmp_path / "m", fake_llm.chat()) as memory:
-        result = ircot(memory, [QUESTION], top_k=3, method="hipporag2", steps=5)[0]
+        result = ircot(memory.context(), [QUESTION], top_k=3, method="hipporag2", steps=5)[0]
     assert result.steps == 2 and result.answer is None
     assert sum(1 for r in fake_llm.requests if is_ircot(r)) == 2  # the second, repeated thought ends it
     assert result.retrieval.facts and result.retrieval.seeds and result.retrieval.filtered  # evidence carried
@@ -96,7 +96,7 @@ def test_batches_questions_and_works_over_hipporag1(tmp_path: Path, fake_llm: Fa
     entities = {QUESTION: ["Acme Tools"], "Who founded Zenith Foods?": ["Zenith Foods"]}
     with build(tmp_path / "m", fake_llm.chat()) as memory:
         first, second = ircot(
-            memory, [QUESTION, "Who founded Zenith Foods?"], 3, "hipporag1", 3, query_entities=entities
+            memory.context(), [QUESTION, "Who founded Zenith Foods?"], 3, "hipporag1", 3, query_entities=entities
         )
     assert (first.answer, first.steps) == ("Lyon", 2)
     assert (second.answer, second.steps) == ("Bob Stein", 1)
@@ -106,6 +106,6 @@ def test_batches_questions_and_works_over_hipporag1(tmp_path: Path, fake_llm: Fa
 def test_needs_an_llm_and_a_step(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     with build(tmp_path / "m") as memory:
         with pytest.raises(LLMError):
-            ircot(memory, [QUESTION])
+            ircot(memory.context(), [QUESTION])
         with pytest.raises(Exception, match="at least one step"):
-            ircot(memory, [QUESTION], steps=0, llm=fake_llm.chat())
+            ircot(memory.context(), [QUESTION], steps=0, llm=fake_llm.chat())

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engram import Memory
-from engram.sources import collect
+from engram.ingest.sources import collect
 from fake_openai import FakeOpenAI, openie_handler, passage_of
 
 PASSAGES = 200

@@ -1,4 +1,9 @@
-"""engram: long-term, non-parametric memory for LLMs (HippoRAG 2)."""
+"""engram: long-term, non-parametric memory for LLMs (HippoRAG 2).
+
+`import engram` loads only the public values and errors; `engram.Memory` (numpy, scipy and the rooms below it)
+is imported on first use, so a CLI's `--help` or a server's start-up pays for what it uses."""
+
+from typing import TYPE_CHECKING
 
 from engram.config import GraphConfig, MemoryConfig, RetrieveConfig
 from engram.errors import (
@@ -10,9 +15,11 @@ from engram.errors import (
     MemoryFormatError,
     MissingDependencyError,
 )
-from engram.memory import Memory
 from engram.text import ChunkConfig
 from engram.types import Answer, Document, Extraction, Fact, IndexReport, Passage, Retrieval, RetrievedPassage, Seed
+
+if TYPE_CHECKING:
+    from engram.memory import Memory
 
 __version__ = "0.1.0"
 
@@ -40,3 +47,11 @@ __all__ = [
     "Seed",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Memory":
+        from engram.memory import Memory
+
+        return Memory
+    raise AttributeError(f"module 'engram' has no attribute {name!r}")

@@ -12,22 +12,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engram.commit import VectorSource
-from engram.config import MemoryConfig
+from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder, Vectors
 from engram.errors import InputError, LLMError, MemoryFormatError
 from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.planning import ExtractionEstimate, passage_token_budget
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
-from engram.index import GraphIndex, passage_text
-from engram.ingest import Prepared, document_hash, prepare
-from engram.live import LiveIndex
+from engram.index.commit import VectorSource
+from engram.index.live import LiveIndex
+from engram.index.pipeline import apply_extractions, staged_writes
+from engram.index.state import IndexState
+from engram.index.view import GraphIndex, passage_text
+from engram.ingest.prepare import Prepared, document_hash, prepare
+from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
-from engram.pipeline import apply_extractions, staged_writes
-from engram.retrieve.bm25 import BM25Index
+from engram.retrieve.context import RetrievalContext, embed_fn
 from engram.retrieve.run import answer_all, retrieve
 from engram.settings import load_file_config, resolve_embedder
-from engram.state import IndexState
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
 from engram.store.records import RecordStore
 from engram.text import ChunkConfig
@@ -103,12 +104,21 @@ class Memory:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    # the live index (engram/live.py) ------------------------------------------------------------------
+    # the live index (engram/index/live.py) -------------------------------------------------------------
     def _embed_queries(self, queries: Sequence[str]) -> Vectors:
         return self.embedder.embed(list(queries), role="query")
 
-    def _bm25_index(self) -> BM25Index:
-        return self._live.bm25()
+    def context(self, config: RetrieveConfig | None = None) -> RetrievalContext:
+        """What retrieval functions (`engram.retrieve`) need, over the latest committed generation: the index
+        view, the embedder, the retrieval settings (`config` overrides the memory's) and the LLM, if any."""
+        return RetrievalContext(
+            view=self._live.current(),
+            embed=embed_fn(self.embedder),
+            dim=self.embedder.dim,
+            config=config or self.config.retrieve,
+            bm25=self._live.bm25,
+            chat=self.llm,
+        )
 
     def _source(self) -> VectorSource:
         return self._live.source()
@@ -353,6 +363,21 @@ class Memory:
             "llm": usage_stats(self._store),
         }
 
+    def sync(self, folder: str | Path, progress: Progress | None = None) -> SyncReport:
+        """Make the memory's documents from `folder` equal the folder's text files (see `engram.ingest.sync`).
+        Each step commits on its own, so an interrupted sync leaves a consistent memory and a re-run finishes it."""
+        plan = plan_sync(folder, self.documents(), self._store.document_hashes())
+        report = SyncReport(deleted=plan.delete, unchanged=plan.unchanged, skipped=plan.skipped)
+        if plan.delete:
+            self.delete(plan.delete)
+        if plan.add:
+            self.index(plan.add, progress=progress)
+            report.added = [d.id for d in plan.add]
+        for doc in plan.update:
+            self.update(doc)
+            report.updated.append(doc.id)
+        return report
+
     def documents(self) -> dict[str, dict[str, Any]]:
         """Stored document ids with their metadata."""
         return self._store.document_metadata()
@@ -368,14 +393,17 @@ class Memory:
         method: str = "hipporag2",
         *,
         query_entities: Mapping[str, Sequence[str]] | None = None,
+        config: RetrieveConfig | None = None,
     ) -> list[Retrieval]:
         """Ranked passages for each query, as a list of `Retrieval` (one per query, in order).
 
         `query_entities` (query text -> named entities) feeds `hipporag1` and `hipporag2-ner-to-node`;
-        queries it lacks get their entities from the LLM when one is configured."""
+        queries it lacks get their entities from the LLM when one is configured. `config` overrides the
+        memory's retrieval settings for this call."""
         self._llm_session()  # account for the calls below
         try:
-            return retrieve(self, _as_queries(queries), top_k, method, query_entities=query_entities)
+            ctx = self.context(config)
+            return retrieve(ctx, _as_queries(queries), top_k, method, query_entities=query_entities)
         finally:
             self._flush_llm()
 
@@ -383,7 +411,7 @@ class Memory:
         """Retrieve, then read the top passages with the LLM; a list of `Answer`."""
         self._llm_session()  # account for the calls below
         try:
-            return answer_all(self, _as_queries(queries), top_k, method)
+            return answer_all(self.context(), _as_queries(queries), top_k, method)
         finally:
             self._flush_llm()
 

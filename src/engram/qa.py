@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from engram.llm.base import ChatModel, Message
-from engram.llm.openai_chat import LLMTruncatedError
+from engram.llm.failures import LLMTruncatedError
 from engram.types import RetrievedPassage
 
 READER_SYSTEM = (

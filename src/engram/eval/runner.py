@@ -92,7 +92,6 @@ def _retrieve(
 ) -> tuple[list[Retrieval], list[dict[str, Any]]]:
     """Retrievals (2 x depth passages, so chunked documents still fill the depth) and per-question extras."""
     from engram.retrieve.ircot import ircot
-    from engram.retrieve.run import retrieve
 
     config = memory.config.retrieve
     if spec.passage_weight is not None:
@@ -100,11 +99,10 @@ def _retrieve(
     texts = [q.question for q in questions]
     k = options.depth * 2
     if not spec.ircot_steps:
-        found = retrieve(memory, texts, k, spec.method, config=config, query_entities=options.query_entities)
+        found = memory.retrieve(texts, k, spec.method, config=config, query_entities=options.query_entities)
         return found, [{} for _ in found]
-    results = ircot(
-        memory, texts, k, spec.method, spec.ircot_steps, config=config, query_entities=options.query_entities
-    )
+    ctx = memory.context(config)
+    results = ircot(ctx, texts, k, spec.method, spec.ircot_steps, query_entities=options.query_entities)
     extras = [{"answer": r.answer, "thoughts": r.thoughts, "queries": r.queries} for r in results]
     return [r.retrieval for r in results], extras
 

@@ -5,8 +5,6 @@ from engram.llm.base import AsyncChatModel, ChatModel, Message
 from engram.llm.client import ChatClient
 from engram.llm.failures import LLMTimeoutError, LLMTruncatedError, LLMUnreachableError
 from engram.llm.jsonparse import parse_json_object
-from engram.llm.litellm_chat import LiteLLMChat
-from engram.llm.openai_chat import OpenAIChat
 from engram.llm.usage import LLMUsage
 
 __all__ = [
@@ -22,3 +20,16 @@ __all__ = [
     "OpenAIChat",
     "parse_json_object",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The provider clients load their SDKs: import them only when asked for."""
+    if name == "OpenAIChat":
+        from engram.llm.openai_chat import OpenAIChat
+
+        return OpenAIChat
+    if name == "LiteLLMChat":
+        from engram.llm.litellm_chat import LiteLLMChat
+
+        return LiteLLMChat
+    raise AttributeError(f"module 'engram.llm' has no attribute {name!r}")

@@ -15,10 +15,12 @@ import email.utils
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import openai
+from typing import TYPE_CHECKING
 
 from engram.errors import LLMConfigError, LLMError
+
+if TYPE_CHECKING:  # the SDK is imported by the client that raises its errors, never by `import engram`
+    import openai
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _CONTEXT_HINTS = ("context length", "context window", "maximum context", "too many tokens", "too long")
@@ -69,6 +71,8 @@ def server_message(error: BaseException) -> str:
 
 def retry_after(error: BaseException) -> float | None:
     """Seconds the server asked us to wait (`retry-after-ms`, or `Retry-After` as seconds or an HTTP date)."""
+    import openai
+
     if not isinstance(error, openai.APIStatusError):
         return None
     headers = error.response.headers
@@ -105,6 +109,8 @@ class ChatFailures:
         return LLMError(f"LLM call to {self.url} failed: {error}")
 
     def exhausted(self, error: BaseException, attempts: int) -> LLMError:
+        import openai
+
         if isinstance(error, openai.APITimeoutError):
             return LLMTimeoutError(
                 f"the LLM at {self.url} did not answer within {self.timeout}s ({attempts} attempts); "

@@ -13,12 +13,13 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
-
-import openai
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from engram.errors import LLMError
 from engram.llm.failures import retry_after, retryable_status
+
+if TYPE_CHECKING:  # loaded by the clients that call `with_retries`, never by `import engram`
+    import openai
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,6 +61,8 @@ async def with_retries(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> T:
     """`await attempt_once()` until it succeeds, retrying what is worth retrying. Raises `LLMError`."""
+    import openai
+
     attempt = 0
     while True:
         try:

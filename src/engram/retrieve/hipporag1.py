@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.index import GraphIndex
+from engram.index.view import GraphIndex
 from engram.retrieve.hipporag2 import GraphRanking
 from engram.retrieve.phrase_graph import (
     context_matrix,

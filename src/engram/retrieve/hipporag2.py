@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.index import GraphIndex
+from engram.index.view import GraphIndex
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
 from engram.types import Fact, Triple
 

@@ -12,18 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from engram.config import RetrieveConfig
 from engram.errors import InputError, LLMError
 from engram.llm.base import ChatModel, Message
-from engram.llm.openai_chat import LLMTruncatedError
+from engram.llm.failures import LLMTruncatedError
 from engram.qa import extract_answer, format_passages
+from engram.retrieve.context import RetrievalContext
 from engram.retrieve.query_ner import QueryEntities
 from engram.types import Fact, Retrieval, RetrievedPassage, Seed
-
-if TYPE_CHECKING:
-    from engram.memory import Memory
 
 IRCOT_SYSTEM = (
     "You work out the answer to a question one step at a time, using the passages you are given. Each turn, "
@@ -137,7 +133,7 @@ def _result(state: _State, method: str, k: int, pending: int) -> IRCoTResult:
 
 
 def ircot(
-    memory: Memory,
+    ctx: RetrievalContext,
     queries: Sequence[str],
     top_k: int = 5,
     method: str = "hipporag2",
@@ -145,14 +141,13 @@ def ircot(
     *,
     llm: ChatModel | None = None,
     reader_passages: int = 10,
-    config: RetrieveConfig | None = None,
     query_entities: QueryEntities | None = None,
 ) -> list[IRCoTResult]:
-    """Run IRCoT for each query over `method` (any retrieval method), with `llm` (default: the memory's).
+    """Run IRCoT for each query over `method` (any retrieval method), with `llm` (default: the context's).
     Each step's retrieval is batched over the queries still reasoning."""
     from engram.retrieve.run import retrieve
 
-    chat = llm or memory.llm
+    chat = llm or ctx.chat
     if chat is None:
         raise LLMError("IRCoT needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
     if steps < 1:
@@ -163,7 +158,7 @@ def ircot(
         if not active:
             break
         batch = [s.thoughts[-1] if s.thoughts else s.question for s in active]
-        found = retrieve(memory, batch, top_k, method, config=config, query_entities=query_entities)
+        found = retrieve(ctx, batch, top_k, method, query_entities=query_entities)
         for state, query, retrieval in zip(active, batch, found):
             state.queries.append(query)
             state.retrievals.append(retrieval)
@@ -174,5 +169,5 @@ def ircot(
                 state.answer, state.done = answer, True
             else:
                 state.thoughts.append(thought)
-    pending = memory._current().pending
+    pending = ctx.view.pending
     return [_result(s, method, top_k, pending) for s in states]

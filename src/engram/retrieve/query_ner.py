@@ -10,8 +10,8 @@ from pathlib import Path
 
 from engram.errors import ExtractionError, InputError
 from engram.llm.base import ChatModel, Message
+from engram.llm.failures import LLMTruncatedError
 from engram.llm.jsonparse import parse_json_object
-from engram.llm.openai_chat import LLMTruncatedError
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from engram.errors import ExtractionError
 from engram.llm.base import ChatModel, Message
+from engram.llm.failures import LLMTruncatedError
 from engram.llm.jsonparse import parse_json_object
-from engram.llm.openai_chat import LLMTruncatedError
 from engram.text import normalize_phrase
 from engram.types import Triple
 

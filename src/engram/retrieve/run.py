@@ -1,24 +1,20 @@
-"""Retrieval entry points over a Memory's current index: hipporag2, dense and bm25."""
+"""Retrieval entry points over a `RetrievalContext`: hipporag2, dense, bm25 and the variants; the reader."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from engram.config import RetrieveConfig
 from engram.errors import InputError
-from engram.index import GraphIndex
-from engram.retrieve.hipporag2 import GraphRanking, hipporag2
+from engram.index.view import GraphIndex
+from engram.retrieve.context import RetrievalContext
+from engram.retrieve.hipporag2 import FilterFn, GraphRanking, hipporag2
 from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval, RetrievedPassage, Seed, Triple
-
-if TYPE_CHECKING:
-    from engram.memory import Memory
 
 METHODS = ("hipporag2", "dense", "bm25", *VARIANTS)
 
@@ -34,12 +30,12 @@ def _passages(index: GraphIndex, rows: npt.NDArray[np.int64], scores: npt.ArrayL
     return out
 
 
-def _filter_fn(memory: Memory) -> object:
-    if memory.llm is None or not memory.config.retrieve.use_filter:
+def filter_fn(ctx: RetrievalContext) -> FilterFn | None:
+    if ctx.chat is None or not ctx.config.use_filter:
         return None
     from engram.retrieve.recognition import recognition_filter
 
-    llm = memory.llm
+    llm = ctx.chat
 
     def run(query: str, candidates: Sequence[Triple]) -> list[int] | None:
         return recognition_filter(llm, query, candidates)
@@ -48,37 +44,35 @@ def _filter_fn(memory: Memory) -> object:
 
 
 def retrieve(
-    memory: Memory,
+    ctx: RetrievalContext,
     queries: list[str],
     k: int,
     method: str,
     *,
-    config: RetrieveConfig | None = None,
     query_entities: QueryEntities | None = None,
 ) -> list[Retrieval]:
-    """`config` overrides the memory's retrieval settings (passage-weight sweeps); `query_entities` (query
-    text -> named entities) feeds hipporag1 and hipporag2-ner-to-node, which otherwise ask the LLM."""
+    """`query_entities` (query text -> named entities) feeds hipporag1 and hipporag2-ner-to-node, which
+    otherwise ask the LLM."""
     if method not in METHODS:
         raise InputError(f"unknown retrieval method {method!r}; choose one of {', '.join(METHODS)}")
     if k < 1:
         raise InputError("top_k must be at least 1")
-    index = memory._current()
+    index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
-    settings = config or memory.config.retrieve
     if method in VARIANTS:
         from engram.retrieve.variants import run_variant
 
-        return run_variant(memory, queries, k, method, settings, query_entities)
+        return run_variant(ctx, queries, k, method, query_entities)
     if method == "bm25":
-        bm25 = memory._bm25_index()
+        bm25 = ctx.bm25()
         out = []
         for q in queries:
             scores = bm25.scores(q)
             rows = top_rows(scores, k, index.passage_rank)
             out.append(Retrieval(q, _passages(index, rows, scores[rows]), "bm25", pending=index.pending))
         return out
-    vectors = memory._embed_queries(queries)
+    vectors = ctx.embed_queries(queries)
     if method == "dense":
         scores = index.dense_scores(vectors)
         out = []
@@ -86,11 +80,11 @@ def retrieve(
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
             out.append(Retrieval(q, _passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
         return out
-    rankings = hipporag2(index, vectors, queries, settings, k, _filter_fn(memory))  # type: ignore[arg-type]
-    return [_from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+    rankings = hipporag2(index, vectors, queries, ctx.config, k, filter_fn(ctx))
+    return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
 
 
-def _from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
+def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
     return Retrieval(
         query=query,
         passages=_passages(index, r.rows, r.scores),
@@ -103,15 +97,15 @@ def _from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
     )
 
 
-def answer_all(memory: Memory, queries: list[str], k: int, method: str) -> list[Answer]:
+def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -> list[Answer]:
     from engram.errors import LLMError
     from engram.qa import read
 
-    if memory.llm is None:
+    if ctx.chat is None:
         raise LLMError("answering needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
     out = []
-    for retrieval in retrieve(memory, queries, k, method):
-        text, raw = read(memory.llm, retrieval.query, retrieval.passages)
+    for retrieval in retrieve(ctx, queries, k, method):
+        text, raw = read(ctx.chat, retrieval.query, retrieval.passages)
         facts: list[Fact] = list(retrieval.facts)
         out.append(Answer(retrieval.query, text, retrieval.passages, facts, raw))
     return out

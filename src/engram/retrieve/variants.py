@@ -1,23 +1,19 @@
-"""HippoRAG 1 and the HippoRAG 2 ablations over a Memory's current index (the glue between `Memory` and the
+"""HippoRAG 1 and the HippoRAG 2 ablations over a `RetrievalContext` (the glue between the context and the
 pure ranking functions in `hipporag1` and `ablations`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from engram.config import RetrieveConfig
 from engram.errors import InputError
+from engram.retrieve.context import RetrievalContext
 from engram.retrieve.query_ner import QueryEntities, query_entities
 from engram.text import normalize_phrase
 from engram.types import Retrieval
-
-if TYPE_CHECKING:
-    from engram.memory import Memory
 
 VARIANTS = (
     "hipporag1",
@@ -30,10 +26,10 @@ VARIANTS = (
 NEEDS_ENTITIES = ("hipporag1", "hipporag2-ner-to-node")
 
 
-def resolve_entities(memory: Memory, queries: Sequence[str], given: QueryEntities | None) -> list[list[str]]:
+def resolve_entities(ctx: RetrievalContext, queries: Sequence[str], given: QueryEntities | None) -> list[list[str]]:
     """Each query's entities: from `given` (keyed by query text) when it has the query, else from the LLM's
     query NER, else none (the query is then ranked densely)."""
-    if given is None and memory.llm is None:
+    if given is None and ctx.chat is None:
         raise InputError(
             "this method needs the query's named entities: configure an LLM or pass query_entities "
             "(engram eval --query-entities FILE)"
@@ -42,47 +38,42 @@ def resolve_entities(memory: Memory, queries: Sequence[str], given: QueryEntitie
     for query in queries:
         if given is not None and query in given:
             out.append([str(e) for e in given[query]])
-        elif memory.llm is not None:
-            out.append(query_entities(memory.llm, query))
+        elif ctx.chat is not None:
+            out.append(query_entities(ctx.chat, query))
         else:
             out.append([])
     return out
 
 
-def embed_entities(memory: Memory, entity_lists: Sequence[Sequence[str]]) -> list[npt.NDArray[np.float32]]:
+def embed_entities(ctx: RetrievalContext, entity_lists: Sequence[Sequence[str]]) -> list[npt.NDArray[np.float32]]:
     """One (entities x dim) array per query; entities are normalised as phrase nodes are, and embedded in one
     batch with the phrase role."""
     normalised = [[n for n in dict.fromkeys(normalize_phrase(e) for e in ents) if n] for ents in entity_lists]
     unique = sorted({e for ents in normalised for e in ents})
     if not unique:
-        return [np.zeros((0, memory.embedder.dim), dtype=np.float32) for _ in normalised]
-    vectors = memory.embedder.embed(unique, role="phrase")
+        return [np.zeros((0, ctx.dim), dtype=np.float32) for _ in normalised]
+    vectors = ctx.embed(unique, "phrase")
     where = {e: i for i, e in enumerate(unique)}
     return [
         np.asarray(vectors[[where[e] for e in ents]], dtype=np.float32)
         if ents
-        else np.zeros((0, memory.embedder.dim), dtype=np.float32)
+        else np.zeros((0, ctx.dim), dtype=np.float32)
         for ents in normalised
     ]
 
 
 def run_variant(
-    memory: Memory,
-    queries: list[str],
-    k: int,
-    method: str,
-    config: RetrieveConfig,
-    given: QueryEntities | None = None,
+    ctx: RetrievalContext, queries: list[str], k: int, method: str, given: QueryEntities | None = None
 ) -> list[Retrieval]:
     from engram.retrieve.ablations import ner_to_node, no_passage_nodes, query_to_node
     from engram.retrieve.hipporag1 import hipporag1
     from engram.retrieve.hipporag2 import hipporag2
-    from engram.retrieve.run import _filter_fn, _from_ranking
+    from engram.retrieve.run import filter_fn, from_ranking
 
-    index = memory._current()
-    vectors = memory._embed_queries(queries)
+    index, config = ctx.view, ctx.config
+    vectors = ctx.embed_queries(queries)
     if method in NEEDS_ENTITIES:
-        entity_vectors = embed_entities(memory, resolve_entities(memory, queries, given))
+        entity_vectors = embed_entities(ctx, resolve_entities(ctx, queries, given))
         if method == "hipporag1":
             rankings = hipporag1(index, vectors, entity_vectors, config, k)
         else:
@@ -90,10 +81,10 @@ def run_variant(
     elif method == "hipporag2-query-to-node":
         rankings = query_to_node(index, vectors, config, k)
     elif method == "hipporag2-no-passage-nodes":
-        rankings = no_passage_nodes(index, vectors, queries, config, k, _filter_fn(memory))  # type: ignore[arg-type]
+        rankings = no_passage_nodes(index, vectors, queries, config, k, filter_fn(ctx))
     elif method == "hipporag2-no-filter":
         plain = hipporag2(index, vectors, queries, config, k, None)
         rankings = [replace(r, method=method) if r.method == "hipporag2" else r for r in plain]
     else:
         raise InputError(f"unknown retrieval variant {method!r}")
-    return [_from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+    return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]

@@ -4,21 +4,17 @@ a run reports about its calls."""
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from engram.cli.common import open_memory, say
 from engram.extract.planning import ExtractionEstimate
 from engram.memory import Memory
 from engram.store.manifest import MANIFEST
 from engram.types import IndexReport
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def add_run_args(p: argparse.ArgumentParser, *, chunking: bool) -> None:
@@ -43,7 +39,7 @@ def add_run_args(p: argparse.ArgumentParser, *, chunking: bool) -> None:
 
 
 @contextmanager
-def memory_for_estimate(args: argparse.Namespace, open_memory: Callable[..., Memory]) -> Iterator[Memory]:
+def memory_for_estimate(args: argparse.Namespace) -> Iterator[Memory]:
     """The memory to estimate against; a memory that does not exist yet is not created (an empty stand-in
     in a temporary folder is used instead)."""
     path = Path(args.memory)

@@ -10,7 +10,7 @@ import numpy as np
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
-from engram.state import Changes, IndexState, Vectors, fact_text, passage_text
+from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.store.records import RecordStore
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from engram.extract.importers import ExtractionSet
 from engram.graph.build import normalize_triple
-from engram.ingest import Prepared
+from engram.ingest.prepare import Prepared
 from engram.store.records import PassageRow, RecordStore
 
 Progress = Callable[[str, int, int], None]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram.errors import InputError
-from engram.eval.data import load_corpus
+from engram.ingest.corpus import load_corpus
 from engram.types import Document
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}

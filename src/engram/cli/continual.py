@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engram.cli import Bars, say
-from engram.cli_report import _check, _methods, _setup, _weights
+from engram.cli.common import Bars, say
+from engram.cli.eval_args import check_args, parse_methods, parse_weights, run_setup
 from engram.errors import InputError
 from engram.eval.continual import (
     Stage,
@@ -31,22 +31,9 @@ DETAILS = "details.jsonl"
 REPORT = "continual.md"
 
 
-def add_continual_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--continual",
-        type=int,
-        metavar="N",
-        help="continual learning (HippoRAG 2 paper, fig. 3): split the corpus and its questions into N segments, "
-        "index them one by one into the same memory and measure recall on one segment's questions after each",
-    )
-    p.add_argument(
-        "--eval-segment", type=int, default=1, help="with --continual: the segment evaluated (indexed first; default 1)"
-    )
-
-
 def _continual_methods(args: argparse.Namespace) -> list[str]:
     """hipporag2 and dense always, then the --methods given."""
-    return list(dict.fromkeys(["hipporag2", "dense", *_methods(args)]))
+    return list(dict.fromkeys(["hipporag2", "dense", *parse_methods(args)]))
 
 
 def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[Stage]]:
@@ -54,7 +41,7 @@ def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[S
     data = load_dataset(args.questions, args.corpus, args.format)
     questions = data.questions[: args.limit] if args.limit else data.questions
     llm = resolve_llm(folder, args.llm_base_url, args.llm_model)
-    _check(args, methods, llm is not None)
+    check_args(args, methods, llm is not None)
     if llm is None:
         say("no LLM configured: the hipporag2 recognition filter is skipped")
     segments = split_segments(data.documents, questions, args.continual)
@@ -65,7 +52,7 @@ def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[S
 
         entities = entities_by_question(questions, load_query_entities(args.query_entities))
     extractions = load_extractions(args.extractions) if args.extractions else ExtractionSet()
-    specs = plan_methods(methods, _weights(args.passage_weight), args.ircot_steps)
+    specs = plan_methods(methods, parse_weights(args.passage_weight), args.ircot_steps)
     options = RunOptions(depth=args.top_k, qa=args.qa, query_entities=entities)
     bars = Bars(args.progress)
 
@@ -91,7 +78,7 @@ def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[S
             progress=bars,
             on_stage=done,
         )
-        setup = _setup(args, data, memory, methods)
+        setup = run_setup(args, data, memory, methods)
     result = continual_result(segments, stages, evaluated, args.baseline, args.bootstrap_samples)
     return {"setup": {**setup, "continual": args.continual}, **result}, stages
 

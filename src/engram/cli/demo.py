@@ -1,4 +1,4 @@
-"""`engram demo` (`engram eval` and `engram report` are in `engram.cli_report`)."""
+"""`engram demo` (`engram eval` and `engram report` are in `engram.cli.evaluate`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from engram.cli import print_retrieval
+from engram.cli.common import add_common, print_retrieval
 from engram.eval.data import load_corpus, load_questions
 from engram.memory import Memory
 from engram.types import Retrieval
@@ -66,3 +66,9 @@ def _print_path(memory: Memory, graph: Retrieval, dense: Retrieval) -> None:
                 print(f"   path: seed phrase '{seed}' -> fact ({f.subject} | {f.relation} | {f.object}) -> "
                       f"'{bridge}' -> passage {passage.id} (not in the dense top {len(dense.passages)})")
                 break
+
+
+def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser("demo", help="an offline demo on a bundled corpus")
+    add_common(demo, memory=False)
+    demo.set_defaults(func=cmd_demo)

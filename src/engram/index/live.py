@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engram.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import EngramError
-from engram.index import GraphIndex, passage_text, view
-from engram.retrieve.bm25 import BM25Index
-from engram.state import IndexState
+from engram.index.bm25 import BM25Index
+from engram.index.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
+from engram.index.state import IndexState
+from engram.index.view import GraphIndex, passage_text, view
 from engram.store.records import RecordStore
 from engram.store.snapshot import read_latest_snapshot
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.ppr import dangling_nodes, personalized_pagerank, walk_operator
-from engram.state import IndexState, fact_text, passage_text
+from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
 
 Vectors = npt.NDArray[np.float32]

@@ -1,0 +1,88 @@
+"""`engram retrieve`, `engram ask` and `engram stats`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from engram.cli.common import add_common, open_memory, print_retrieval, retrieval_json, say
+from engram.errors import EngramError
+
+
+def _queries(args: argparse.Namespace) -> list[str]:
+    from engram.eval.data import load_questions
+
+    queries = list(args.query or [])
+    if args.questions:
+        queries += [q.question for q in load_questions(args.questions)]
+    if not queries:
+        raise EngramError("give a question, or --questions FILE.jsonl")
+    return queries[: args.limit] if args.limit else queries
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        if memory.llm is None and args.method == "hipporag2":
+            say("no LLM configured: the recognition filter is skipped")
+        results = memory.retrieve(_queries(args), top_k=args.top_k, method=args.method)
+    for r in results:
+        if args.json:
+            print(json.dumps(retrieval_json(r), ensure_ascii=False))
+        else:
+            print_retrieval(r)
+    if results and results[0].pending and not args.json:
+        say(f"note: {results[0].pending} passages are pending extraction")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        answers = memory.answer(_queries(args), top_k=args.top_k, method=args.method)
+    for a in answers:
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "query": a.query,
+                        "answer": a.answer,
+                        "passages": [p.id for p in a.passages],
+                        "facts": [list(f.triple) for f in a.facts],
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        else:
+            print(f"? {a.query}\n{a.answer}")
+            print("  from: " + ", ".join(p.id for p in a.passages))
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        print(json.dumps(memory.stats(), indent=2, sort_keys=True))
+    return 0
+
+
+def add_query_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="*", help="question(s)")
+    p.add_argument("--questions", help="JSONL file with a 'question' per row")
+    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--top-k", type=int, default=5)
+    from engram.retrieve.run import METHODS
+
+    p.add_argument("--method", default="hipporag2", choices=METHODS)
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, help_text, func in (
+        ("retrieve", "rank passages for questions", cmd_retrieve),
+        ("ask", "answer questions with the LLM reader", cmd_ask),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        add_common(p)
+        add_query_args(p)
+        p.set_defaults(func=func)
+    stats = sub.add_parser("stats", help="what the memory holds")
+    add_common(stats)
+    stats.set_defaults(func=cmd_stats)

@@ -1,0 +1,1 @@
+"""Documents in: sources (files, folders, JSONL corpora), chunking into passages, ids and hashes, sync plans."""

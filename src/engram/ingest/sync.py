@@ -1,0 +1,63 @@
+"""Planning a folder mirror: which documents to add, update and delete so that a memory's documents from a
+folder equal the folder's text files. Pure: it reads the folder and the stored (metadata, hash) of each
+document; `Memory.sync` applies the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engram.errors import InputError
+from engram.ingest.prepare import document_hash
+from engram.ingest.sources import collect
+from engram.types import Document
+
+SYNC_KEY = "sync_root"
+
+
+@dataclass
+class SyncReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SyncPlan:
+    add: list[Document] = field(default_factory=list)
+    update: list[Document] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan_sync(
+    folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], hashes: Mapping[str, str]
+) -> SyncPlan:
+    """Documents are identified by their path relative to the folder and carry `sync_root` (the folder's
+    absolute path) in their metadata; documents from elsewhere are never touched. A renamed file is a
+    deletion plus an addition whose extraction and vectors come from the caches."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{folder} is not a folder: `engram sync` mirrors a folder")
+    scope = str(root.resolve())
+    collected = collect([str(root)])
+    docs = [Document(d.id, d.text, d.title, {**d.metadata, SYNC_KEY: scope}) for d in collected.documents]
+    foreign = sorted(d.id for d in docs if d.id in metadata and metadata[d.id].get(SYNC_KEY) != scope)
+    if foreign:
+        raise InputError(f"documents {foreign[:3]} already exist in this memory from elsewhere: use another memory")
+    mine = {i for i, meta in metadata.items() if meta.get(SYNC_KEY) == scope}
+    plan = SyncPlan(skipped=dict(collected.skipped))
+    plan.delete = sorted(mine - {d.id for d in docs})
+    plan.add = [d for d in docs if d.id not in mine]
+    for doc in docs:
+        if doc.id in mine:
+            if hashes.get(doc.id) == document_hash(doc):
+                plan.unchanged += 1
+            else:
+                plan.update.append(doc)
+    return plan
