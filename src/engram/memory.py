@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import time
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,14 +13,14 @@ from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder, Vectors
 from engram.errors import InputError, LLMError, MemoryFormatError
 from engram.extract.importers import ExtractionSet, as_extraction_set
-from engram.extract.planning import ExtractionEstimate, passage_token_budget
+from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
+from engram.graph.neighbourhood import Neighbourhood
 from engram.index.commit import VectorSource
 from engram.index.live import LiveIndex
-from engram.index.pipeline import apply_extractions, staged_writes
-from engram.index.state import IndexState
-from engram.index.view import GraphIndex, passage_text
-from engram.ingest.prepare import Prepared, document_hash, prepare
+from engram.index.view import GraphIndex
+from engram.index.writer import Writer
+from engram.ingest.prepare import prepare
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
@@ -31,11 +28,8 @@ from engram.retrieve.run import answer_all, retrieve
 from engram.settings import load_file_config, resolve_embedder
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
 from engram.store.records import RecordStore
-from engram.text import ChunkConfig
-from engram.types import Answer, Document, IndexReport, Retrieval
+from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
-# progress(stage, done, total): opt-in; the CLI turns it into progress bars
-Progress = Callable[[str, int, int], None]
 DB_NAME = "engram.sqlite"
 
 
@@ -68,6 +62,7 @@ class Memory:
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
         self._live = LiveIndex(self.path, self._store, self.embedder, self._model_key, self.config.graph)
         self._session: LLMSession | None = None
+        self._writer = Writer(self._store, self._live, self.config.chunk, self._llm_session)
 
     def _open_directory(self, create: bool) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -117,8 +112,14 @@ class Memory:
             dim=self.embedder.dim,
             config=config or self.config.retrieve,
             bm25=self._live.bm25,
-            chat=self.llm,
+            chat=self._query_chat(),
         )
+
+    def _query_chat(self) -> ChatModel | None:
+        """Query-time LLM calls (filter, reader, query NER, IRCoT) go through the response cache and the
+        usage ledger, like extraction calls."""
+        session = self._llm_session()
+        return None if session is None else session.chat
 
     def _source(self) -> VectorSource:
         return self._live.source()
@@ -126,16 +127,6 @@ class Memory:
     def _current(self) -> GraphIndex:
         """The index of the latest committed generation (reloaded when another process committed one)."""
         return self._live.current()
-
-    def _change(
-        self,
-        mutate: Callable[[IndexState], None],
-        writes: Callable[[sqlite3.Connection], None],
-        progress: Progress | None = None,
-        timings: dict[str, float] | None = None,
-        expected: int | None = None,
-    ) -> None:
-        self._live.change(mutate, writes, progress, timings, expected)
 
     def flush(self) -> None:
         """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
@@ -159,105 +150,20 @@ class Memory:
         With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
         extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
         resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
-        report = IndexReport()
-        if self.llm is not None:
-            self._extract_into(report, progress, max_tokens)
-        self._live.load()
-        expected = self._live.generation
-        start = time.perf_counter()
-        chunking = self._chunking(max_input_tokens)
-        prepared = prepare(documents, self._store.document_lookup(), self._store.passage_lookup(), chunking)
-        report.skipped, report.unchanged = dict(prepared.skipped), prepared.unchanged
-        report.timings["prepare"] = time.perf_counter() - start
-        if prepared.documents:
-            self._ingest(prepared, [], as_extraction_set(extractions), report, progress, max_tokens, expected)
-            report.documents, report.passages = len(prepared.documents), len(prepared.passages)
-        return self._finish(report)
+        found = as_extraction_set(extractions)
+        return self._finish(self._writer.index(documents, found, progress, max_tokens, max_input_tokens))
 
     def update(
         self, document: Document, *, extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None
     ) -> IndexReport:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
         Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
-        self._live.load()
-        expected = self._live.generation
-        stored = self._store.document_lookup().get(document.id)
-        report = IndexReport()
-        if stored == document_hash(document):
-            report.unchanged = 1
-            return self._finish(report)
-        old = stored is not None
-        orphans = self._orphans([document.id] if old else [])
-        passages = _Without(self._store.passage_lookup(), set(orphans))
-        prepared = prepare([document], {}, passages, self.config.chunk)
-        if prepared.skipped:
-            raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
-        removed = [document.id] if old else []
-        self._ingest(prepared, removed, as_extraction_set(extractions), report, None, None, expected)
-        report.documents, report.passages = len(prepared.documents), len(prepared.passages)
-        return self._finish(report)
+        return self._finish(self._writer.update(document, as_extraction_set(extractions)))
 
     def delete(self, document_ids: Iterable[str]) -> IndexReport:
         """Remove documents: their passages (unless another document shares them), the facts and phrases no
         remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
-        self._live.load()
-        expected = self._live.generation
-        ids = list(dict.fromkeys(document_ids))
-        known = self._store.document_lookup()
-        report = IndexReport(skipped={d: "not in the memory" for d in ids if d not in known})
-        present = [d for d in ids if d in known]
-        if present:
-            self._ingest(Prepared(), present, ExtractionSet(), report, None, None, expected)
-            report.documents = len(present)
-        return self._finish(report)
-
-    def _ingest(
-        self,
-        prepared: Prepared,
-        removed_docs: list[str],
-        found: ExtractionSet,
-        report: IndexReport,
-        progress: Progress | None,
-        max_tokens: int | None = None,
-        expected: int | None = None,
-    ) -> None:
-        """One commit: drop `removed_docs`, add `prepared`, with extractions imported or from the LLM.
-        `expected` is the generation the caller read its records at: if another writer committed since, the
-        commit is refused rather than built on stale input."""
-        start = time.perf_counter()
-        report.imported = apply_extractions(self._store, prepared.passages, found)
-        report.timings["import"] = time.perf_counter() - start
-        start = time.perf_counter()
-        self._run_llm(prepared.passages, progress, report, max_tokens)
-        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
-        orphans = self._orphans(removed_docs)
-        source = self._source()
-        start = time.perf_counter()
-        vectors = source.get("passage", [passage_text(p) for p in prepared.passages], progress)
-        report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - start
-        rows = self._store.extractions_for([p.content_hash for p in prepared.passages])
-
-        def mutate(state: IndexState) -> None:
-            for pid in orphans:
-                state.remove_passage(pid)
-            for passage, vector in zip(prepared.passages, vectors):
-                state.add_passage(passage, vector)
-            for digest, row in rows.items():  # every passage with that content, old ones too
-                for i in state.alive_with_content(digest):
-                    state.set_triples(i, row.status, row.triples if row.status == "done" else [])
-
-        add = staged_writes(self._store, prepared)
-
-        def writes(db: sqlite3.Connection) -> None:
-            self._store.delete_documents(db, removed_docs, orphans)
-            add(db)
-
-        self._change(mutate, writes, progress, report.timings, expected)
-
-    def _orphans(self, removed_docs: list[str]) -> list[str]:
-        """The passages of `removed_docs` (each document owns its passages)."""
-        used = self._store.chunk_passages(removed_docs)
-        return sorted({p for ps in used.values() for p in ps})
+        return self._finish(self._writer.delete(document_ids))
 
     def _finish(self, report: IndexReport) -> IndexReport:
         report.stats = self._live.stats()
@@ -270,30 +176,8 @@ class Memory:
         if self.llm is None:
             raise LLMError("no LLM configured: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
         report = IndexReport()
-        self._extract_into(report, progress, max_tokens)
+        self._writer.extract_into(report, progress, max_tokens)
         return self._finish(report)
-
-    def _extract_into(self, report: IndexReport, progress: Progress | None, max_tokens: int | None) -> None:
-        index = self._current()
-        expected = self._live.generation
-        todo = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
-        done = self._store.extractions_for([p.content_hash for p in todo])
-        todo = [p for p in todo if p.content_hash not in done or done[p.content_hash].status != "done"]
-        if not todo:
-            return
-        start = time.perf_counter()
-        before = report.extracted + report.failed
-        self._run_llm(todo, progress, report, max_tokens)
-        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
-        if report.extracted + report.failed > before:
-            rows = self._store.extractions_for([p.content_hash for p in todo])
-
-            def mutate(state: IndexState) -> None:
-                for digest, row in rows.items():
-                    for i in state.alive_with_content(digest):
-                        state.set_triples(i, row.status, row.triples if row.status == "done" else [])
-
-            self._change(mutate, lambda db: None, progress, report.timings, expected)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------
     def _llm_session(self) -> LLMSession | None:
@@ -308,29 +192,6 @@ class Memory:
         if self._session is not None:
             self._session.flush()
 
-    def _run_llm(
-        self, passages: Sequence[Any], progress: Progress | None, report: IndexReport, max_tokens: int | None
-    ) -> None:
-        """Extract `passages` into the records; counts and usage go into `report`, `max_tokens` is the
-        budget of the whole call (what earlier steps of it spent is deducted)."""
-        session = self._llm_session()
-        if session is None or not passages:
-            return
-        left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
-        run = session.extract(passages, progress, left)
-        report.extracted += run.done
-        report.failed += run.failed
-        report.budget_reached = report.budget_reached or run.budget_reached
-        for key, value in [*run.usage.as_dict().items(), ("tokens", run.usage.tokens)]:
-            report.llm[key] = report.llm.get(key, 0) + value
-
-    def _chunking(self, max_input_tokens: int | None) -> ChunkConfig:
-        if max_input_tokens is None:
-            return self.config.chunk
-        budget = passage_token_budget(max_input_tokens)
-        current = self.config.chunk.max_tokens
-        return replace(self.config.chunk, max_tokens=budget if current is None else min(current, budget))
-
     def estimate(
         self,
         documents: Iterable[str | Document] = (),
@@ -343,7 +204,7 @@ class Memory:
         cache will answer. Token counts use `engram.tokens` (offline estimate unless ENGRAM_TOKENIZER is set)."""
         index = self._current()
         prepared = prepare(
-            documents, self._store.document_hashes(), self._store.passage_ids(), self._chunking(max_input_tokens)
+            documents, self._store.document_hashes(), self._store.passage_ids(), self._writer.chunking(max_input_tokens)
         )
         found = as_extraction_set(extractions)
         fresh = [p for p in prepared.passages if found.find(p.id, p.doc_id, p.title, p.text) is None]
@@ -386,6 +247,15 @@ class Memory:
         """The phrases a passage is linked to in the graph (to explain why it was retrieved)."""
         return self._current().phrases_of(passage_id)
 
+    def neighbourhood(self, around: str | Sequence[str], hops: int = 1, limit: int = 50) -> Neighbourhood:
+        """The graph around passage ids or phrases (a name is a passage id when one matches, else a phrase,
+        matched after normalisation): the nodes within `hops` edges, at most `limit`, and the edges among them
+        with their kinds (relation, synonym, context) and weights. For pictures and explanations."""
+        from engram.index.around import around as picture
+
+        names = [around] if isinstance(around, str) else list(around)
+        return picture(self._current(), names, hops, limit, self.config.graph.context_weight)
+
     def retrieve(
         self,
         queries: str | Sequence[str],
@@ -414,16 +284,6 @@ class Memory:
             return answer_all(self.context(), _as_queries(queries), top_k, method)
         finally:
             self._flush_llm()
-
-
-class _Without:
-    """Membership in `base` minus `gone` (ids about to be freed by the same commit)."""
-
-    def __init__(self, base: Container[str], gone: set[str]) -> None:
-        self.base, self.gone = base, gone
-
-    def __contains__(self, key: object) -> bool:
-        return key not in self.gone and key in self.base
 
 
 def _as_queries(queries: str | Sequence[str]) -> list[str]:

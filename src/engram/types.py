@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+# progress(stage, done, total): opt-in in the library; the CLI turns it into progress bars, the server into job
+# progress
+Progress = Callable[[str, int, int], None]
 
 Triple = tuple[str, str, str]
 

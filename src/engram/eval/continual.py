@@ -22,8 +22,8 @@ from engram.errors import InputError
 from engram.eval.data import Question
 from engram.eval.runner import MethodResult, MethodSpec, RunOptions, compare, run_method
 from engram.extract.importers import ExtractionSet
-from engram.memory import Memory, Progress
-from engram.types import Document
+from engram.memory import Memory
+from engram.types import Document, Progress
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ flight still finish, so the run may end above the budget by at most what they co
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engram.extract.openie import ExtractionOutcome, extract_many
@@ -18,8 +18,8 @@ from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import LLMUsage, UsageLedger, usage_of
 from engram.store.records import PassageRow, RecordStore
+from engram.types import Progress
 
-Progress = Callable[[str, int, int], None]
 FLUSH_SECONDS = 1.0
 
 

@@ -3,7 +3,7 @@ estimates. `Memory` owns one while an LLM is configured; `Memory.stats()["llm"]`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from engram.extract.planning import ExtractionEstimate, estimate_extraction
@@ -12,8 +12,7 @@ from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import UsageLedger
 from engram.store.records import PassageRow, RecordStore
-
-Progress = Callable[[str, int, int], None]
+from engram.types import Progress
 
 
 class LLMSession:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +13,8 @@ from engram.embed.base import Embedder, Role
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.store.records import RecordStore
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
+from engram.types import Progress
 
-Progress = Callable[[str, int, int], None]
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
-from engram.errors import EngramError
+from engram.errors import ConflictError
 from engram.index.bm25 import BM25Index
 from engram.index.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text, view
 from engram.store.records import RecordStore
 from engram.store.snapshot import read_latest_snapshot
+from engram.types import Progress
 
-Progress = Callable[[str, int, int], None]
 CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
 
 
@@ -109,7 +109,7 @@ class LiveIndex:
         with self.lock:
             state, base = self.load(), self.generation
             if expected is not None and base != expected:
-                raise EngramError(CONFLICT)
+                raise ConflictError(CONFLICT)
             try:
                 mutate(state)
                 clock.lap("tables")
@@ -119,7 +119,7 @@ class LiveIndex:
                 clock.lap("synonyms")
                 with self.store.transaction() as db:
                     if self.store.generation != base:
-                        raise EngramError(CONFLICT)
+                        raise ConflictError(CONFLICT)
                     writes(db)
                     self.store.write_synonyms(db, synonym_payload(state, changed))
                     self.store.set_meta(db, "generation", str(base + 1))

@@ -10,8 +10,6 @@ from engram.graph.build import normalize_triple
 from engram.ingest.prepare import Prepared
 from engram.store.records import PassageRow, RecordStore
 
-Progress = Callable[[str, int, int], None]
-
 
 def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found: ExtractionSet) -> int:
     """Store the given extractions of `passages` (committed at once, in one transaction); returns how many

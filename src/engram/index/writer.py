@@ -1,0 +1,192 @@
+"""The write path of a memory: one commit per `index`, `update`, `delete` or `extract` call. Records go to the
+store, extractions come from imports or the LLM session, and the live index applies the change."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Container, Iterable, Sequence
+from dataclasses import replace
+
+from engram.errors import InputError
+from engram.extract.importers import ExtractionSet
+from engram.extract.planning import passage_token_budget
+from engram.extract.session import LLMSession
+from engram.index.live import LiveIndex
+from engram.index.pipeline import apply_extractions, staged_writes
+from engram.index.state import IndexState
+from engram.index.view import passage_text
+from engram.ingest.prepare import Prepared, document_hash, prepare
+from engram.store.records import PassageRow, RecordStore
+from engram.text import ChunkConfig
+from engram.types import Document, IndexReport, Progress
+
+
+class Writer:
+    """`session()` returns the LLM session of the moment (None without an LLM)."""
+
+    def __init__(
+        self,
+        store: RecordStore,
+        live: LiveIndex,
+        chunk: ChunkConfig,
+        session: Callable[[], LLMSession | None],
+    ) -> None:
+        self.store, self.live, self.chunk, self.session = store, live, chunk, session
+
+    def index(
+        self,
+        documents: Iterable[str | Document],
+        found: ExtractionSet,
+        progress: Progress | None,
+        max_tokens: int | None,
+        max_input_tokens: int | None,
+    ) -> IndexReport:
+        report = IndexReport()
+        if self.session() is not None:
+            self.extract_into(report, progress, max_tokens)
+        self.live.load()
+        expected = self.live.generation
+        start = time.perf_counter()
+        chunking = self.chunking(max_input_tokens)
+        prepared = prepare(documents, self.store.document_lookup(), self.store.passage_lookup(), chunking)
+        report.skipped, report.unchanged = dict(prepared.skipped), prepared.unchanged
+        report.timings["prepare"] = time.perf_counter() - start
+        if prepared.documents:
+            self.ingest(prepared, [], found, report, progress, max_tokens, expected)
+            report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        return report
+
+    def update(self, document: Document, found: ExtractionSet) -> IndexReport:
+        self.live.load()
+        expected = self.live.generation
+        stored = self.store.document_lookup().get(document.id)
+        report = IndexReport()
+        if stored == document_hash(document):
+            report.unchanged = 1
+            return report
+        old = stored is not None
+        orphans = self.orphans([document.id] if old else [])
+        passages = _Without(self.store.passage_lookup(), set(orphans))
+        prepared = prepare([document], {}, passages, self.chunk)
+        if prepared.skipped:
+            raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
+        removed = [document.id] if old else []
+        self.ingest(prepared, removed, found, report, None, None, expected)
+        report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        return report
+
+    def delete(self, document_ids: Iterable[str]) -> IndexReport:
+        self.live.load()
+        expected = self.live.generation
+        ids = list(dict.fromkeys(document_ids))
+        known = self.store.document_lookup()
+        report = IndexReport(skipped={d: "not in the memory" for d in ids if d not in known})
+        present = [d for d in ids if d in known]
+        if present:
+            self.ingest(Prepared(), present, ExtractionSet(), report, None, None, expected)
+            report.documents = len(present)
+        return report
+
+    def ingest(
+        self,
+        prepared: Prepared,
+        removed_docs: list[str],
+        found: ExtractionSet,
+        report: IndexReport,
+        progress: Progress | None,
+        max_tokens: int | None = None,
+        expected: int | None = None,
+    ) -> None:
+        """One commit: drop `removed_docs`, add `prepared`, with extractions imported or from the LLM.
+        `expected` is the generation the caller read its records at: if another writer committed since, the
+        commit is refused rather than built on stale input."""
+        start = time.perf_counter()
+        report.imported = apply_extractions(self.store, prepared.passages, found)
+        report.timings["import"] = time.perf_counter() - start
+        start = time.perf_counter()
+        self.run_llm(prepared.passages, progress, report, max_tokens)
+        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
+        orphans = self.orphans(removed_docs)
+        start = time.perf_counter()
+        vectors = self.live.source().get("passage", [passage_text(p) for p in prepared.passages], progress)
+        report.timings["embed"] = report.timings.get("embed", 0.0) + time.perf_counter() - start
+        rows = self.store.extractions_for([p.content_hash for p in prepared.passages])
+
+        def mutate(state: IndexState) -> None:
+            for pid in orphans:
+                state.remove_passage(pid)
+            for passage, vector in zip(prepared.passages, vectors):
+                state.add_passage(passage, vector)
+            for digest, row in rows.items():  # every passage with that content, old ones too
+                for i in state.alive_with_content(digest):
+                    state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+
+        add = staged_writes(self.store, prepared)
+
+        def writes(db: sqlite3.Connection) -> None:
+            self.store.delete_documents(db, removed_docs, orphans)
+            add(db)
+
+        self.live.change(mutate, writes, progress, report.timings, expected)
+
+    def orphans(self, removed_docs: list[str]) -> list[str]:
+        """The passages of `removed_docs` (each document owns its passages)."""
+        used = self.store.chunk_passages(removed_docs)
+        return sorted({p for ps in used.values() for p in ps})
+
+    def extract_into(self, report: IndexReport, progress: Progress | None, max_tokens: int | None) -> None:
+        """Run the LLM on the alive passages without a finished extraction, then commit their triples."""
+        index = self.live.current()
+        expected = self.live.generation
+        todo = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
+        done = self.store.extractions_for([p.content_hash for p in todo])
+        todo = [p for p in todo if p.content_hash not in done or done[p.content_hash].status != "done"]
+        if not todo:
+            return
+        start = time.perf_counter()
+        before = report.extracted + report.failed
+        self.run_llm(todo, progress, report, max_tokens)
+        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
+        if report.extracted + report.failed > before:
+            rows = self.store.extractions_for([p.content_hash for p in todo])
+
+            def mutate(state: IndexState) -> None:
+                for digest, row in rows.items():
+                    for i in state.alive_with_content(digest):
+                        state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+
+            self.live.change(mutate, lambda db: None, progress, report.timings, expected)
+
+    def run_llm(
+        self, passages: Sequence[PassageRow], progress: Progress | None, report: IndexReport, max_tokens: int | None
+    ) -> None:
+        """Extract `passages` into the records; counts and usage go into `report`, `max_tokens` is the
+        budget of the whole call (what earlier steps of it spent is deducted)."""
+        session = self.session()
+        if session is None or not passages:
+            return
+        left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
+        run = session.extract(passages, progress, left)
+        report.extracted += run.done
+        report.failed += run.failed
+        report.budget_reached = report.budget_reached or run.budget_reached
+        for key, value in [*run.usage.as_dict().items(), ("tokens", run.usage.tokens)]:
+            report.llm[key] = report.llm.get(key, 0) + value
+
+    def chunking(self, max_input_tokens: int | None) -> ChunkConfig:
+        if max_input_tokens is None:
+            return self.chunk
+        budget = passage_token_budget(max_input_tokens)
+        current = self.chunk.max_tokens
+        return replace(self.chunk, max_tokens=budget if current is None else min(current, budget))
+
+
+class _Without:
+    """Membership in `base` minus `gone` (ids about to be freed by the same commit)."""
+
+    def __init__(self, base: Container[str], gone: set[str]) -> None:
+        self.base, self.gone = base, gone
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self.gone and key in self.base
