@@ -15,6 +15,7 @@ from engram.store.records import RecordStore
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
 from engram.types import Progress
 
+EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
 
 
@@ -31,6 +32,7 @@ class VectorSource:
         self.snapshot = snapshot
         self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
         self.embedded = 0
+        self.batch = EMBED_BATCH
 
     def get(self, role: str, texts: Sequence[str], progress: Progress | None = None) -> Vectors:
         out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
@@ -48,15 +50,25 @@ class VectorSource:
             for h, blob in cached.items():
                 out[wanted.pop(h)] = np.frombuffer(blob, dtype=np.float32)
         if wanted:
-            keys = sorted(wanted)
-            todo = [texts[wanted[h][0]] for h in keys]
-            report = (lambda done: progress(f"embed {role}s", done, len(todo))) if progress else None
-            fresh = self.embedder.embed(todo, role=ROLE_NAMES[role], progress=report)
-            self.store.put_vectors(self.model_key, role, keys, fresh)
-            self.embedded += len(todo)
-            for h, vector in zip(keys, fresh):
-                out[wanted[h]] = vector
+            self._embed(role, texts, wanted, out, progress)
         return out
+
+    def _embed(
+        self, role: str, texts: Sequence[str], wanted: dict[str, list[int]], out: Vectors, progress: Progress | None
+    ) -> None:
+        """Embed the `wanted` texts `EMBED_BATCH` at a time, committing each batch to the cache before the next:
+        an interrupted run keeps its finished batches, and a re-run embeds only the rest."""
+        keys = sorted(wanted)
+        total = len(keys)
+        for start in range(0, total, self.batch):
+            part = keys[start : start + self.batch]
+            todo = [texts[wanted[h][0]] for h in part]
+            report = (lambda done, at=start: progress(f"embed {role}s", at + done, total)) if progress else None
+            fresh = self.embedder.embed(todo, role=ROLE_NAMES[role], progress=report)
+            self.store.put_vectors(self.model_key, role, part, fresh)
+            self.embedded += len(todo)
+            for h, vector in zip(part, fresh):
+                out[wanted[h]] = vector
 
 
 def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | None = None) -> None:
