@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from engram.config import GraphConfig, MemoryConfig, RetrieveConfig
 from engram.errors import (
+    ConflictError,
     EmbedderMismatchError,
     EngramError,
     InputError,
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Answer",
     "ChunkConfig",
+    "ConflictError",
     "Document",
     "EmbedderMismatchError",
     "EngramError",

@@ -15,6 +15,11 @@ class MemoryFormatError(EngramError):
     """The memory directory cannot be opened as it is (unknown format version, damaged manifest)."""
 
 
+class ConflictError(EngramError):
+    """Another writer committed to the memory while this change was being prepared: nothing was written;
+    run the change again (it will be prepared against the newer state)."""
+
+
 class EmbedderMismatchError(EngramError):
     """The memory was written with another embedder than the one configured."""
 

@@ -1,0 +1,160 @@
+"""The ASGI app: REST under /v1, MCP (streamable HTTP) at /mcp, the web page at /."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import engram
+from engram.server.auth import Access
+from engram.server.errors import ApiError, api_error
+from engram.server.jobs import Jobs
+from engram.server.mcp_tools import build_mcp
+from engram.server.registry import Registry
+from engram.server.routes import build_router
+from engram.server.service import Service
+from engram.server.settings import ServerSettings
+
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("engram.server")
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """Everything `engram serve` serves, for uvicorn (or any ASGI server)."""
+    access = Access(settings.keys)
+    registry = Registry(settings)
+    jobs = Jobs(settings.job_workers)
+    service = Service(registry, jobs)
+    mcp = build_mcp(service, access)
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", host=settings.host)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            try:
+                yield
+            finally:
+                jobs.close()
+                registry.close()
+
+    app = FastAPI(
+        title="engram",
+        version=engram.__version__,
+        description="A HippoRAG 2 memory for LLMs over REST, MCP (/mcp) and a web page (/).",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.include_router(build_router(service, access))
+    for route in mcp_app.routes:
+        if isinstance(route, Route) and route.path == "/mcp":
+            app.router.routes.append(Route("/mcp", KeyGuard(route.app, access), methods=["GET", "POST", "DELETE"]))
+    _add_error_handlers(app)
+    app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
+    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    return app
+
+
+def _error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def on_api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors()]
+        return _error_response(ApiError(400, "bad_input", "; ".join(problems) or "invalid request"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error_response(ApiError(exc.status_code, kind, str(exc.detail)))
+
+    @app.exception_handler(Exception)
+    async def on_other(request: Request, exc: Exception) -> JSONResponse:
+        error = api_error(exc)
+        if error.status >= 500:
+            log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _error_response(error)
+
+
+def _field(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+class KeyGuard:
+    """Refuses MCP requests without a valid key (401) when keys are configured; tools check scopes."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app, self.access = app, access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            try:
+                self.access.identify(header or None)
+            except ApiError as error:
+                await _error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """413 for request bodies over `max_body` bytes: at once from Content-Length, or while reading a body
+    sent without one."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[Message] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                chunks.append(message)
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_body:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(message)
+            more = bool(message.get("more_body"))
+        await self.app(scope, _replay(chunks, receive), send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        error = ApiError(413, "too_large", f"the request body is over the limit of {self.max_body} bytes")
+        await _error_response(error)(scope, receive, send)
+
+
+def _replay(chunks: list[Message], receive: Receive) -> Receive:
+    pending = list(chunks)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay

@@ -1,0 +1,118 @@
+"""`engram serve` and `engram mcp`: the CLI subcommands of the server. FastAPI, uvicorn and mcp are imported
+only when a command runs, so the CLI starts without the `server` extra."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from engram.server.settings import DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
+
+SERVE_EXAMPLES = """examples:
+  engram serve --memory notes.engram                      # one memory, named 'default', on 127.0.0.1:8300
+  engram serve --root memories/ --port 8080               # every memory under memories/, by name
+  ENGRAM_API_KEYS='a-long-random-key-1234' engram serve --root memories/ --host 0.0.0.0
+  engram serve --root memories/ --api-key-file keys.txt   # per-key memories and read-only (see README)
+then open http://127.0.0.1:8300/ (web page), /docs (OpenAPI), or point an MCP client at /mcp."""
+
+MCP_EXAMPLES = """examples:
+  engram mcp --memory notes.engram                        # MCP over stdio, for Claude Desktop and others
+  engram mcp --root memories/ --embedder hash
+Claude Desktop (claude_desktop_config.json):
+  {"mcpServers": {"engram": {"command": "engram", "args": ["mcp", "--memory", "/path/to/notes.engram"]}}}"""
+
+
+def configure(sub: Any) -> None:
+    """Add `serve` and `mcp` to an argparse subparsers object."""
+    serve = sub.add_parser(
+        "serve",
+        help="serve memories over REST, MCP (/mcp) and a web page",
+        description="Serve memories over REST (/v1), MCP streamable HTTP (/mcp) and a web page (/). "
+        "Needs the server extra: pip install 'engram[server]'.",
+        epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_source(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8300, help="port (default 8300)")
+    serve.add_argument("--api-key-file", help="file of API keys, one per line: KEY [memories=A,B] [read-only]")
+    serve.add_argument(
+        "--max-body", type=int, default=DEFAULT_MAX_BODY, help=f"largest request body in bytes ({DEFAULT_MAX_BODY})"
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(func=cmd_serve)
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve memories to an MCP client over stdio",
+        description="Serve memories as MCP tools (remember, recall, answer, forget, list_memories, stats, "
+        "list_documents) over stdio. Needs the server extra: pip install 'engram[server]'.",
+        epilog=MCP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_source(mcp)
+    mcp.set_defaults(func=cmd_mcp)
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--memory", "-m", help="serve this memory directory, under the name 'default'")
+    where.add_argument("--root", help="serve every memory under this folder by name (created on first write)")
+    p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, MiniLM)")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
+    p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most per memory")
+
+
+def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings:
+    return ServerSettings(
+        root=Path(args.root) if args.root else None,
+        memory=Path(args.memory) if args.memory else None,
+        host=getattr(args, "host", "127.0.0.1"),
+        port=getattr(args, "port", 8300),
+        keys=load_keys(getattr(args, "api_key_file", None)) if keys else [],
+        max_body=getattr(args, "max_body", DEFAULT_MAX_BODY),
+        embedder=args.embedder,
+        llm_base_url=args.llm_base_url,
+        llm_model=args.llm_model,
+        llm_concurrency=args.llm_concurrency,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from engram.server import require_server_extra
+
+    require_server_extra()
+    settings = settings_from(args)
+    check_bind(settings.host, settings.keys)
+    import uvicorn
+
+    from engram.server.app import create_app
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    auth = f"{len(settings.keys)} API keys" if settings.keys else "no API keys (loopback only)"
+    print(f"engram serve: http://{settings.host}:{settings.port}/ ({auth}); Ctrl-C stops", file=sys.stderr)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from engram.server import require_server_extra
+
+    require_server_extra()
+    from engram.server.auth import Access
+    from engram.server.jobs import Jobs
+    from engram.server.mcp_tools import build_mcp
+    from engram.server.registry import Registry
+    from engram.server.service import Service
+
+    settings = settings_from(args, keys=False)
+    registry, jobs = Registry(settings), Jobs(settings.job_workers)
+    try:
+        build_mcp(Service(registry, jobs), Access([])).run("stdio")
+    finally:
+        jobs.close()
+        registry.close()
+    return 0

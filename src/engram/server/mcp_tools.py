@@ -1,0 +1,126 @@
+"""The MCP tools (official `mcp` SDK), the same over stdio (`engram mcp`) and streamable HTTP (`/mcp`).
+
+Over HTTP the caller's `Authorization: Bearer KEY` header is checked on every call with the REST rules;
+over stdio the caller is the local process that started the server, and no key is asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from engram.server.auth import Access
+from engram.server.errors import api_error
+from engram.server.registry import DEFAULT, check_name
+from engram.server.service import Service
+from engram.server.settings import ApiKey
+from engram.types import Document
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "engram is a long-term memory (HippoRAG 2: a knowledge graph over stored passages). Store what should be "
+    "remembered with `remember`, look things up with `recall` (ranked passages plus the facts and entities that "
+    "linked them), or get a written answer with `answer`. Memories are named; with a single-memory server the "
+    "name is 'default'. Use `list_memories` to see which exist."
+)
+
+
+def build_mcp(service: Service, access: Access) -> MCPServer:
+    """An MCPServer whose tools call `service`, checking scopes with `access`."""
+    server = MCPServer("engram", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def call(ctx: Context, memory: str | None, write: bool, fn: Callable[[ApiKey | None], T]) -> T:
+        """Check the caller's key (HTTP only), then run `fn(key)` on a worker thread; errors become ToolErrors
+        whose text starts with the REST error type (bad_input, not_found, forbidden, conflict, ...)."""
+        try:
+            headers = ctx.headers
+            key = access.identify(headers.get("authorization")) if headers is not None else None
+            if memory is not None:
+                access.check(key, check_name(memory), write)
+            return await anyio.to_thread.run_sync(fn, key)
+        except Exception as exc:
+            error = api_error(exc)
+            raise ToolError(f"{error.type}: {error.message}") from exc
+
+    @server.tool()
+    async def list_memories(ctx: Context) -> dict[str, Any]:
+        """List the memories this server holds (names to pass as `memory` to the other tools)."""
+        return await call(ctx, None, False, lambda key: {"memories": access.visible(key, service.registry.names())})
+
+    @server.tool()
+    async def stats(ctx: Context, memory: str = DEFAULT) -> dict[str, Any]:
+        """How much a memory holds: documents, passages, phrases (entities), facts, graph edges, passages still
+        pending extraction, and LLM usage."""
+        return await call(ctx, memory, False, lambda _: service.stats(memory))
+
+    @server.tool()
+    async def remember(
+        ctx: Context,
+        text: str | None = None,
+        memory: str = DEFAULT,
+        id: str | None = None,
+        title: str | None = None,
+        documents: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Store text in long-term memory so it can be recalled later. Give `text` (and optionally a stable `id`
+        and a `title`; the same id later replaces the text), or `documents`: a list of {"id", "text",
+        "title"?, "metadata"?}. The memory is created on first use. Returns what was indexed (documents,
+        passages, extracted facts) and the memory's new size; waits until the text is searchable."""
+        docs = _documents(text, id, title, documents)
+        return await call(ctx, memory, True, lambda _: service.add(memory, docs, None, wait=True).as_json())
+
+    @server.tool()
+    async def recall(ctx: Context, query: str, memory: str = DEFAULT, top_k: int = 5) -> dict[str, Any]:
+        """Search the memory for passages relevant to `query` (a question or topic). Returns the `top_k` passages,
+        best first, each with id, title, text and score, plus why they were found: the facts (subject, relation,
+        object) that matched, the entity phrases that seeded the graph search with their weights, and whether the
+        search fell back to plain similarity ranking. Use the passages as evidence in your reply."""
+        results = await call(ctx, memory, False, lambda _: service.retrieve(memory, [query], top_k))
+        return dict(results[0])
+
+    @server.tool()
+    async def answer(ctx: Context, question: str, memory: str = DEFAULT, top_k: int = 5) -> dict[str, Any]:
+        """Answer `question` from the memory with the server's LLM reader. Returns the answer text and the passages
+        and facts it was based on. Needs an LLM configured on the server; otherwise use `recall` and read the
+        passages yourself."""
+        results = await call(ctx, memory, False, lambda _: service.answer(memory, [question], top_k))
+        return dict(results[0])
+
+    @server.tool()
+    async def forget(ctx: Context, document_id: str, memory: str = DEFAULT) -> dict[str, Any]:
+        """Delete a stored document (by the id it was remembered under) and everything only it contributed: its
+        passages, and the facts and entities no other passage states. Returns the memory's new size."""
+        return await call(ctx, memory, True, lambda _: service.delete(memory, document_id).as_json())
+
+    @server.tool()
+    async def list_documents(
+        ctx: Context, memory: str = DEFAULT, prefix: str = "", limit: int = 50, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """List stored document ids (with metadata) in id order, optionally only ids starting with `prefix`. Pass
+        the returned `next_cursor` as `cursor` to get the next page."""
+        return await call(ctx, memory, False, lambda _: service.documents(memory, prefix, limit, cursor))
+
+    return server
+
+
+def _documents(
+    text: str | None, doc_id: str | None, title: str | None, documents: list[dict[str, Any]] | None
+) -> list[Document]:
+    out = []
+    if text is not None:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        out.append(Document(doc_id or f"note-{digest}", text, title))
+    for i, item in enumerate(documents or []):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
+            raise ToolError(f"documents[{i}] needs a string 'id' and a string 'text'")
+        metadata = item.get("metadata") or {}
+        out.append(Document(item["id"], item["text"], item.get("title"), dict(metadata)))
+    if not out:
+        raise ToolError("give `text` to remember, or `documents`")
+    return out

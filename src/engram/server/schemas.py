@@ -1,0 +1,55 @@
+"""Request bodies of the REST API (pydantic models: they make the OpenAPI schema at /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engram.types import Document
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DocumentIn(_Body):
+    id: str = Field(min_length=1, max_length=1024, description="stable id chosen by the caller")
+    text: str = Field(description="the document's text")
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_document(self) -> Document:
+        return Document(self.id, self.text, self.title, dict(self.metadata))
+
+
+class AddDocuments(_Body):
+    documents: list[DocumentIn] = Field(min_length=1)
+    extractions: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="precomputed extractions ({'id', 'entities', 'triples'} per passage, engram/shared JSONL rows)",
+    )
+    wait: bool = Field(default=False, description="when the write runs as a job, answer once it has finished")
+
+
+class UpdateDocument(_Body):
+    text: str
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    extractions: list[dict[str, Any]] | None = None
+    wait: bool = False
+
+
+class RetrieveRequest(_Body):
+    query: str | None = Field(default=None, description="one question")
+    queries: list[str] | None = Field(default=None, description="several questions (one result each)")
+    top_k: int = Field(default=5, ge=1, le=200)
+    method: str = Field(default="hipporag2", description="hipporag2, dense, bm25, hipporag1, ...")
+
+    def all_queries(self) -> list[str]:
+        items = ([self.query] if self.query is not None else []) + list(self.queries or [])
+        return items
+
+
+class AnswerRequest(RetrieveRequest):
+    stream: bool = Field(default=False, description="server-sent events: one 'answer' event per query, then 'done'")
