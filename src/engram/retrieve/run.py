@@ -2,45 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
-
 from engram.errors import InputError
-from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.hipporag2 import FilterFn, GraphRanking, hipporag2
+from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.query_ner import QueryEntities
+from engram.retrieve.results import filter_fn, from_ranking, ranked_passages
 from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.variants import VARIANTS
-from engram.types import Answer, Fact, Retrieval, RetrievedPassage, Seed, Triple
+from engram.types import Answer, Fact, Retrieval
 
 METHODS = ("hipporag2", "dense", "bm25", *VARIANTS)
-
-
-def _passages(index: GraphIndex, rows: npt.NDArray[np.int64], scores: npt.ArrayLike) -> list[RetrievedPassage]:
-    """Result passages for ranked rows; dead rows (deleted passages) are never returned."""
-    out = []
-    for row, score in zip(rows.tolist(), np.asarray(scores).tolist()):
-        if not index.passage_alive[row]:
-            continue
-        p = index.passages[row]
-        out.append(RetrievedPassage(p.id, p.doc_id, p.title, p.text, float(score), dict(p.metadata)))
-    return out
-
-
-def filter_fn(ctx: RetrievalContext) -> FilterFn | None:
-    if ctx.chat is None or not ctx.config.use_filter:
-        return None
-    from engram.retrieve.recognition import recognition_filter
-
-    llm = ctx.chat
-
-    def run(query: str, candidates: Sequence[Triple]) -> list[int] | None:
-        return recognition_filter(llm, query, candidates)
-
-    return run
 
 
 def retrieve(
@@ -70,7 +41,7 @@ def retrieve(
         for q in queries:
             scores = bm25.scores(q)
             rows = top_rows(scores, k, index.passage_rank)
-            out.append(Retrieval(q, _passages(index, rows, scores[rows]), "bm25", pending=index.pending))
+            out.append(Retrieval(q, ranked_passages(index, rows, scores[rows]), "bm25", pending=index.pending))
         return out
     vectors = ctx.embed_queries(queries)
     if method == "dense":
@@ -78,23 +49,10 @@ def retrieve(
         out = []
         for qi, q in enumerate(queries):
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
-            out.append(Retrieval(q, _passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
+            out.append(Retrieval(q, ranked_passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
         return out
     rankings = hipporag2(index, vectors, queries, ctx.config, k, filter_fn(ctx))
     return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
-
-
-def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
-    return Retrieval(
-        query=query,
-        passages=_passages(index, r.rows, r.scores),
-        method=r.method,
-        facts=r.kept,
-        candidate_facts=r.candidates,
-        seeds=[Seed(p, w) for p, w in r.seeds],
-        filtered=r.filtered,
-        pending=index.pending,
-    )
 
 
 def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -> list[Answer]:

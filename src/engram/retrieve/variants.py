@@ -68,7 +68,7 @@ def run_variant(
     from engram.retrieve.ablations import ner_to_node, no_passage_nodes, query_to_node
     from engram.retrieve.hipporag1 import hipporag1
     from engram.retrieve.hipporag2 import hipporag2
-    from engram.retrieve.run import filter_fn, from_ranking
+    from engram.retrieve.results import filter_fn, from_ranking
 
     index, config = ctx.view, ctx.config
     vectors = ctx.embed_queries(queries)

@@ -1,0 +1,51 @@
+"""Turning rankings into results: passages of ranked rows, `Retrieval` from a graph ranking, and the
+recognition filter bound to a context's chat model (shared by every graph method)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.index.view import GraphIndex
+from engram.retrieve.context import RetrievalContext
+from engram.retrieve.hipporag2 import FilterFn, GraphRanking
+from engram.types import Retrieval, RetrievedPassage, Seed, Triple
+
+
+def ranked_passages(index: GraphIndex, rows: npt.NDArray[np.int64], scores: npt.ArrayLike) -> list[RetrievedPassage]:
+    """Result passages for ranked rows; dead rows (deleted passages) are never returned."""
+    out = []
+    for row, score in zip(rows.tolist(), np.asarray(scores).tolist()):
+        if not index.passage_alive[row]:
+            continue
+        p = index.passages[row]
+        out.append(RetrievedPassage(p.id, p.doc_id, p.title, p.text, float(score), dict(p.metadata)))
+    return out
+
+
+def filter_fn(ctx: RetrievalContext) -> FilterFn | None:
+    if ctx.chat is None or not ctx.config.use_filter:
+        return None
+    from engram.retrieve.recognition import recognition_filter
+
+    llm = ctx.chat
+
+    def run(query: str, candidates: Sequence[Triple]) -> list[int] | None:
+        return recognition_filter(llm, query, candidates)
+
+    return run
+
+
+def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
+    return Retrieval(
+        query=query,
+        passages=ranked_passages(index, r.rows, r.scores),
+        method=r.method,
+        facts=r.kept,
+        candidate_facts=r.candidates,
+        seeds=[Seed(p, w) for p, w in r.seeds],
+        filtered=r.filtered,
+        pending=index.pending,
+    )
