@@ -207,7 +207,7 @@ class Memory:
             documents, self._store.document_hashes(), self._store.passage_ids(), self._writer.chunking(max_input_tokens)
         )
         found = as_extraction_set(extractions)
-        fresh = [p for p in prepared.passages if found.find(p.id, p.doc_id, p.title, p.text) is None]
+        fresh = [p for p in prepared.passages if found.find(p.id, p.title, p.text) is None]
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
         session = self._llm_session()
         if session is None:

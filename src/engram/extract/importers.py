@@ -28,8 +28,10 @@ class ExtractionSet:
     def __len__(self) -> int:
         return len(self.by_id) + len(self.by_text)
 
-    def find(self, passage_id: str, doc_id: str, title: str | None, text: str) -> dict[str, Any] | None:
-        found = self.by_id.get(passage_id) or self.by_id.get(doc_id)
+    def find(self, passage_id: str, title: str | None, text: str) -> dict[str, Any] | None:
+        """The record for a passage: by passage id (a one-chunk document's passage id is the document id; a
+        record keyed by the id of a longer document matches none of its chunks), else by text."""
+        found = self.by_id.get(passage_id)
         if found is None and self.by_text:
             found = self.by_text.get(content_hash(text))
             if found is None and title:

@@ -18,7 +18,7 @@ def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found:
         return 0
     rows = []
     for p in passages:
-        record = found.find(p.id, p.doc_id, p.title, p.text)
+        record = found.find(p.id, p.title, p.text)
         if record is not None:
             triples = [t for t in record["triples"] if isinstance(t, (list, tuple))]
             dropped = len(record["triples"]) - sum(1 for t in triples if normalize_triple(t) is not None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -41,8 +42,12 @@ def as_document(item: object) -> Document:
 
 
 def document_hash(doc: Document) -> str:
-    """The content hash a stored document is compared by (title and cleaned text)."""
-    return content_hash(f"{doc.title or ''}\x00{clean_text(doc.text)}")
+    """The hash a stored document is compared by: title, cleaned text and metadata (so a metadata-only change
+    is an update). Without metadata it is the hash of title and text alone, as stored by earlier versions."""
+    base = f"{doc.title or ''}\x00{clean_text(doc.text)}"
+    if doc.metadata:
+        base += "\x00" + json.dumps(dict(doc.metadata), sort_keys=True, ensure_ascii=False, default=str)
+    return content_hash(base)
 
 
 def passage_hash(title: str | None, text: str) -> str:
