@@ -16,7 +16,7 @@ from engram.index.commit import VectorSource, fill_vectors, load_state, save_sna
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text, view
 from engram.store.records import RecordStore
-from engram.store.snapshot import read_latest_snapshot
+from engram.store.snapshot import load_snapshot
 from engram.types import Progress
 
 CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
@@ -47,11 +47,13 @@ class LiveIndex:
         self.generation = -1
         self.dirty = False
         self._vectors: VectorSource | None = None
+        self._snapshot_damaged = False  # the newest snapshot failed its checksums: rewrite it at the next flush
         self._bm25: BM25Index | None = None
 
     def source(self) -> VectorSource:
         if self._vectors is None:
-            self._vectors = VectorSource(self.store, self.embedder, self.model_key, read_latest_snapshot(self.root))
+            tables, self._snapshot_damaged = load_snapshot(self.root)
+            self._vectors = VectorSource(self.store, self.embedder, self.model_key, tables)
         return self._vectors
 
     def load(self) -> IndexState:
@@ -65,7 +67,8 @@ class LiveIndex:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
                         self.store.set_meta(db, "synonym_lists", "1")
                 self.index, self.generation, self._bm25 = None, generation, None
-                self.dirty = self.source().embedded > 0 or not (self.root / "index").exists()
+                fresh = self.source().embedded > 0 or self._snapshot_damaged
+                self.dirty = fresh or not (self.root / "index").exists()
             return self.state
 
     def current(self) -> GraphIndex:
@@ -134,4 +137,4 @@ class LiveIndex:
         with self.lock:
             if self.state is not None and self.dirty:
                 save_snapshot(self.root, self.generation, self.state)
-                self.dirty = False
+                self.dirty = self._snapshot_damaged = False

@@ -1,19 +1,26 @@
 """Vector snapshots: the embedding cache dumped to `.npy` files, for fast opening.
 
-`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text)
-and `keys.json` ({role: [SHA-256 of the embedded text, ...]} in row order). A snapshot is a cache, never the
-source of truth: on opening, vectors are looked up in the newest snapshot by key, then in the SQLite embedding
-cache, then computed. Written to a temporary folder and renamed into place; arrays are loaded memory-mapped with
-`allow_pickle=False`.
+`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text),
+`keys.json` ({role: [SHA-256 of the embedded text, ...]} in row order) and `manifest.json` ({"files": {name:
+SHA-256 of the file}}). A snapshot is a cache, never the source of truth: on opening, vectors are looked up in
+the newest snapshot whose checksums match, then in the SQLite embedding cache, then computed. A snapshot that
+does not match its checksums (or cannot be read) is never used: a warning is logged and the vectors come from
+SQLite. Written to a temporary folder (files and folder fsynced) and renamed into place; arrays are loaded
+memory-mapped with `allow_pickle=False`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,10 +28,57 @@ import numpy.typing as npt
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
 VectorTable = dict[str, tuple[list[str], Vectors]]  # role -> (keys, matrix)
+SNAPSHOT_MANIFEST = "manifest.json"
+STALE_TEMP_SECONDS = 6 * 3600  # a temporary folder untouched this long was left by a crash
+_GENERATION = re.compile(r"g(\d+)")
+_TEMP = re.compile(r"\.g(\d+)\..+")
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotDamaged(Exception):
+    """A snapshot that does not match its checksums or cannot be read (internal: never escapes this module)."""
 
 
 def snapshot_dir(root: Path, generation: int) -> Path:
     return root / "index" / f"g{generation}"
+
+
+class _HashingWriter:
+    """A file handle that hashes what is written through it (np.save streams arrays in chunks)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return int(self.handle.write(data))
+
+
+def _write_file(path: Path, write: Any) -> str:
+    """Write `path` through `write(handle)`, fsync it, and return the SHA-256 of its bytes."""
+    with path.open("wb") as raw:
+        handle = _HashingWriter(raw)
+        write(handle)
+        raw.flush()
+        os.fsync(raw.fileno())
+    return handle.digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_snapshot(root: Path, generation: int, tables: VectorTable) -> None:
@@ -32,46 +86,100 @@ def write_snapshot(root: Path, generation: int, tables: VectorTable) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".g{generation}.", dir=final.parent))
     try:
+        sums: dict[str, str] = {}
         for role, (_, matrix) in tables.items():
-            np.save(tmp / f"{role}.npy", np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
-        keys = {role: list(k) for role, (k, _) in tables.items()}
-        (tmp / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
+            array = np.ascontiguousarray(matrix, dtype=np.float32)
+            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", lambda h, a=array: np.save(h, a, allow_pickle=False))
+        keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
+        sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
+        manifest = json.dumps({"files": sums}, indent=1, sort_keys=True).encode("utf-8")
+        _write_file(tmp / SNAPSHOT_MANIFEST, lambda h: h.write(manifest))
+        _fsync_dir(tmp)
         if final.exists():
             shutil.rmtree(final)
-        tmp.rename(final)
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not final.exists():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote this generation meanwhile
+        _fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    remove_other_snapshots(root, generation)
+    prune_snapshots(root, generation)
+
+
+def _read_verified(folder: Path) -> VectorTable:
+    """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
+    try:
+        sums = json.loads((folder / SNAPSHOT_MANIFEST).read_bytes().decode("utf-8"))["files"]
+    except FileNotFoundError as exc:
+        raise SnapshotDamaged("it has no checksum manifest") from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SnapshotDamaged(f"its checksum manifest cannot be read ({exc})") from exc
+    names = {f"{role}.npy" for role in ROLES} | {"keys.json"}
+    if not isinstance(sums, dict) or not names <= set(sums):
+        raise SnapshotDamaged("its checksum manifest does not list every file")
+    for name in sorted(names):
+        try:
+            digest = _file_sha256(folder / name)
+        except OSError as exc:
+            raise SnapshotDamaged(f"{name} cannot be read ({exc})") from exc
+        if digest != sums[name]:
+            raise SnapshotDamaged(f"{name} does not match its checksum")
+    try:
+        keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+        out: VectorTable = {}
+        for role in ROLES:
+            matrix = np.load(folder / f"{role}.npy", mmap_mode="r", allow_pickle=False)
+            if matrix.ndim != 2 or matrix.dtype != np.float32 or len(matrix) != len(keys[role]):
+                raise ValueError(f"{role}: rows and keys disagree")
+            out[role] = ([str(k) for k in keys[role]], matrix)
+        return out
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+        raise SnapshotDamaged(f"it cannot be read ({exc})") from exc
+
+
+def load_snapshot(root: Path) -> tuple[VectorTable, bool]:
+    """(the newest snapshot that matches its checksums, or {} when there is none; whether a newer one was
+    damaged and skipped). Damage is logged as a warning: the vectors are then rebuilt from SQLite."""
+    folder = root / "index"
+    found = (
+        sorted((int(m.group(1)), child) for child in folder.iterdir() if (m := _GENERATION.fullmatch(child.name)))
+        if folder.is_dir()
+        else []
+    )
+    damaged = False
+    for _, child in reversed(found):
+        try:
+            return _read_verified(child), damaged
+        except SnapshotDamaged as exc:
+            damaged = True
+            log.warning("vector snapshot %s is not used: %s; vectors are rebuilt from engram.sqlite", child, exc)
+    return {}, damaged
 
 
 def read_latest_snapshot(root: Path) -> VectorTable:
-    """The newest readable snapshot (empty when there is none)."""
-    folder = root / "index"
-    found = (
-        sorted((int(m.group(1)), child) for child in folder.glob("g*") if (m := re.fullmatch(r"g(\d+)", child.name)))
-        if folder.exists()
-        else []
-    )
-    for _, child in reversed(found):
-        try:
-            keys = json.loads((child / "keys.json").read_text(encoding="utf-8"))
-            out: VectorTable = {}
-            for role in ROLES:
-                matrix = np.load(child / f"{role}.npy", mmap_mode="r", allow_pickle=False)
-                if matrix.ndim != 2 or len(matrix) != len(keys[role]):
-                    raise ValueError("rows and keys disagree")
-                out[role] = ([str(k) for k in keys[role]], matrix)
-            return out
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return {}
+    """The newest snapshot that matches its checksums (empty when there is none)."""
+    return load_snapshot(root)[0]
 
 
-def remove_other_snapshots(root: Path, keep: int) -> None:
+def prune_snapshots(root: Path, written: int) -> None:
+    """Remove the generations older than the one just `written` (never a newer one another process wrote),
+    and temporary folders left by a crash (untouched for `STALE_TEMP_SECONDS`; younger ones may be another
+    process's snapshot in progress)."""
     folder = root / "index"
-    if not folder.exists():
+    if not folder.is_dir():
         return
+    now = time.time()
     for child in folder.iterdir():
-        if child.name != f"g{keep}":
+        if (m := _GENERATION.fullmatch(child.name)) and int(m.group(1)) < written:
             shutil.rmtree(child, ignore_errors=True)
+        elif _TEMP.fullmatch(child.name):
+            try:
+                stale = now - child.stat().st_mtime > STALE_TEMP_SECONDS
+            except OSError:
+                continue
+            if stale:
+                shutil.rmtree(child, ignore_errors=True)

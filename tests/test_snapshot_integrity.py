@@ -1,0 +1,108 @@
+"""Issue 10, defects 6 and 15: vector snapshots are checksummed and verified on open (damage -> rebuilt from
+SQLite, with a warning), pruning never removes a newer generation or another writer's temporary folder, and
+snapshot files and folders are fsynced."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram import Memory
+from engram.embed import HashEmbedder
+from engram.store.snapshot import read_latest_snapshot, snapshot_dir, write_snapshot
+from helpers import DOCS
+
+QUERIES = ["Where was Alice Moreau born?", "What is the capital of Norway?", "Who founded Zenith Foods?"]
+
+
+def build(path: Path) -> list[list[tuple[str, float]]]:
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(DOCS)
+        return dense(memory)
+
+
+def dense(memory: Memory) -> list[list[tuple[str, float]]]:
+    return [[(h.id, h.score) for h in r.passages] for r in memory.retrieve(QUERIES, top_k=5, method="dense")]
+
+
+def only_snapshot(path: Path) -> Path:
+    folders = sorted((path / "index").glob("g*"))
+    assert len(folders) == 1
+    return folders[0]
+
+
+@pytest.mark.parametrize("damage", ["flip", "empty", "truncate", "keys"])
+def test_damaged_snapshot_is_rebuilt_not_used(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "m"
+    expected = build(path)
+    folder = only_snapshot(path)
+    target = folder / "passage.npy"
+    data = bytearray(target.read_bytes())
+    if damage == "flip":
+        data[200:220] = b"\x7f" * 20  # huge floats in one passage's row
+        target.write_bytes(bytes(data))
+    elif damage == "empty":
+        target.write_bytes(b"")
+    elif damage == "truncate":
+        target.write_bytes(bytes(data[: len(data) // 2]))
+    else:
+        (folder / "keys.json").write_text('{"passage": [], "phrase": [], "fact": []}', encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="engram"), Memory(path, embedder=HashEmbedder()) as memory:
+        assert dense(memory) == expected
+    assert any("snapshot" in r.getMessage() and "rebuil" in r.getMessage() for r in caplog.records)
+    # closing wrote a good snapshot again: the next open uses it without a warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="engram"), Memory(path, embedder=HashEmbedder()) as memory:
+        assert dense(memory) == expected
+    assert not caplog.records
+    assert read_latest_snapshot(path)
+
+
+def test_snapshot_has_checksums(tmp_path: Path) -> None:
+    build(tmp_path / "m")
+    folder = only_snapshot(tmp_path / "m")
+    assert (folder / "manifest.json").exists()
+    assert {p.name for p in folder.iterdir()} == {"manifest.json", "keys.json", "passage.npy", "phrase.npy", "fact.npy"}
+
+
+def table(rows: int) -> dict[str, tuple[list[str], np.ndarray]]:
+    matrix = np.ones((rows, 4), dtype=np.float32)
+    return {role: ([f"{role}{i}" for i in range(rows)], matrix) for role in ("passage", "phrase", "fact")}
+
+
+def test_pruning_keeps_newer_generations_and_foreign_temp_folders(tmp_path: Path) -> None:
+    write_snapshot(tmp_path, 5, table(2))  # another process already wrote a newer generation
+    foreign = tmp_path / "index" / ".g4.other-writer"
+    foreign.mkdir()  # another writer's snapshot in progress
+    stale = tmp_path / "index" / ".g2.crashed"
+    stale.mkdir()
+    old = time.time() - 3 * 24 * 3600
+    os.utime(stale, (old, old))  # left by a crash days ago
+    write_snapshot(tmp_path, 1, table(1))
+    write_snapshot(tmp_path, 3, table(3))
+    names = {p.name for p in (tmp_path / "index").iterdir()}
+    assert names == {"g3", "g5", ".g4.other-writer"}
+    assert read_latest_snapshot(tmp_path)["passage"][0] == ["passage0", "passage1"]  # g5 is the newest
+
+
+def test_snapshot_files_and_folders_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    write_snapshot(tmp_path, 1, table(2))
+    final = snapshot_dir(tmp_path, 1)
+    for name in ("passage.npy", "phrase.npy", "fact.npy", "keys.json", "manifest.json"):
+        assert any(s.endswith(name) for s in synced), name
+    temps = [s for s in synced if Path(s).parent == final.parent and Path(s).name.startswith(".g1.")]
+    assert temps  # the folder's entries, before it is renamed into place
+    assert str(final.parent) in synced  # the rename itself
