@@ -184,7 +184,10 @@ def test_settings_precedence_and_validation() -> None:
         make_chat({"model": "m", "provider": "carrier-pigeon"})
 
 
-def test_resolve_llm_reads_every_setting_from_config_json(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
+def test_resolve_llm_reads_every_setting_from_config_json(
+    fake_llm: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENGRAM_TRUST_MEMORY_CONFIG", "1")  # a memory's endpoint is used only when trusted
     section = {
         "base_url": fake_llm.base_url,
         "model": "fake-model",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder, Vectors
@@ -20,12 +21,11 @@ from engram.index.commit import VectorSource
 from engram.index.live import LiveIndex
 from engram.index.view import GraphIndex
 from engram.index.writer import Writer
-from engram.ingest.prepare import prepare
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
 from engram.retrieve.run import answer_all, retrieve
-from engram.settings import load_file_config, resolve_embedder
+from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
 from engram.store.records import RecordStore
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
@@ -40,8 +40,11 @@ class Memory:
     ...     memory.index(["Alice founded Acme.", "Acme is based in Lyon."])
     ...     memory.retrieve("Where is Alice's company?")
 
-    `embedder` defaults to all-MiniLM-L6-v2 (or $ENGRAM_EMBEDDER); `llm` is optional: without it passages are
-    indexed as pending (found by dense and BM25 search only) and the recognition filter is skipped.
+    `embedder` defaults to all-MiniLM-L6-v2 (or $ENGRAM_EMBEDDER). `llm` is a chat model, or None (the
+    default) for the one the environment and config files configure, exactly as the CLI resolves it
+    (`engram.settings.resolve_llm`: ENGRAM_LLM_BASE_URL, ENGRAM_LLM_MODEL, ...; none configured means no LLM),
+    or False for no LLM. Without an LLM passages are indexed as pending (found by dense and BM25 search only)
+    and the recognition filter is skipped.
     """
 
     def __init__(
@@ -49,14 +52,15 @@ class Memory:
         path: str | Path,
         *,
         embedder: Embedder | str | None = None,
-        llm: ChatModel | None = None,
+        llm: ChatModel | Literal[False] | None = None,
         config: MemoryConfig | None = None,
         create: bool = True,
     ) -> None:
         self.path = Path(path)
         self.embedder = resolve_embedder(embedder, Path(path))
         self.config = config or load_file_config(self.path)
-        self.llm = llm
+        self.llm: ChatModel | None = resolve_llm(self.path) if llm is None else llm or None
+        self._owned_llm = self.llm if llm is None else None  # made here, so closed here
         self._open_directory(create)
         self._store = RecordStore(self.path / DB_NAME)
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
@@ -92,6 +96,9 @@ class Memory:
                 self._flush_llm()
         finally:
             self._store.close()
+            close_llm = getattr(self._owned_llm, "close", None)
+            if callable(close_llm):
+                close_llm()
 
     def __enter__(self) -> Memory:
         return self
@@ -203,9 +210,7 @@ class Memory:
         calling it or writing anything: passages to extract, requests, input tokens, and requests the response
         cache will answer. Token counts use `engram.tokens` (offline estimate unless ENGRAM_TOKENIZER is set)."""
         index = self._current()
-        prepared = prepare(
-            documents, self._store.document_hashes(), self._store.passage_ids(), self._writer.chunking(max_input_tokens)
-        )
+        prepared, _ = self._writer.prepare(documents, max_input_tokens)
         found = as_extraction_set(extractions)
         fresh = [p for p in prepared.passages if found.find(p.id, p.title, p.text) is None]
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
@@ -231,13 +236,21 @@ class Memory:
         report = SyncReport(deleted=plan.delete, unchanged=plan.unchanged, skipped=plan.skipped)
         if plan.delete:
             self.delete(plan.delete)
-        if plan.add:
-            self.index(plan.add, progress=progress)
-            report.added = [d.id for d in plan.add]
-        for doc in plan.update:
-            self.update(doc)
-            report.updated.append(doc.id)
+        done = self.index([*plan.add, *plan.update], progress=progress)  # with an LLM, retries failed passages
+        report.added, report.updated = done.added, done.updated
+        report.extracted, report.failed, report.llm = done.extracted, done.failed, done.llm
+        report.skipped.update(done.skipped)
         return report
+
+    def extraction_failures(self) -> dict[str, int]:
+        """The reasons the stored passages failed extraction, each with how many passages it failed (most
+        first). The next `index`, `sync` or `extract` with an LLM retries them."""
+        index = self._current()
+        alive = [p.content_hash for p, ok in zip(index.passages, index.passage_alive) if ok]
+        rows = self._store.extractions_for(sorted(set(alive)))
+        failed = [rows[h] for h in alive if h in rows and rows[h].status == "failed"]
+        reasons = Counter(row.error or "no reason recorded" for row in failed)
+        return dict(reasons.most_common())
 
     def documents(self) -> dict[str, dict[str, Any]]:
         """Stored document ids with their metadata."""

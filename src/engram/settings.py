@@ -1,5 +1,7 @@
 """Where settings come from: explicit arguments (CLI flags) first, then the environment, then the memory's
-config file (`config.json` in the memory directory), then defaults.
+config file (`config.json` in the memory directory), then the user's config file
+(`$XDG_CONFIG_HOME/engram/config.json`, by default `~/.config/engram/config.json`; `$ENGRAM_CONFIG` names
+another), then defaults. The library (`Memory(path)`) and the CLI resolve the LLM the same way (`resolve_llm`).
 
 config.json (all keys optional):
 {"embedder": "minilm",
@@ -7,11 +9,16 @@ config.json (all keys optional):
  "chunk": {"max_words": 200, "overlap": 30},
  "graph": {"synonym_threshold": 0.8, "synonym_top_k": 100},
  "retrieve": {"passage_weight": 0.05, "damping": 0.5, "node_specificity": false}}
-"""
 
+A memory is data, and may come from someone else: its config.json must not decide where requests go or which
+secret they carry. So its `llm.base_url` and `llm.api_key_env` are ignored (and its `llm.model` with them,
+since a model named for another server means nothing elsewhere) unless ENGRAM_TRUST_MEMORY_CONFIG=1. The
+user's own config file and the environment are trusted.
+"""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -22,10 +29,13 @@ from engram.errors import InputError
 from engram.llm.base import ChatModel
 
 CONFIG_FILE = "config.json"
+TRUST_VARIABLE = "ENGRAM_TRUST_MEMORY_CONFIG"
+UNTRUSTED_LLM_KEYS = ("base_url", "api_key_env")
+logger = logging.getLogger(__name__)
 
 
-def read_config_file(memory_dir: Path) -> dict[str, Any]:
-    path = memory_dir / CONFIG_FILE
+def read_config_file(memory_dir: Path, name: str = CONFIG_FILE) -> dict[str, Any]:
+    path = memory_dir / name
     if not path.exists():
         return {}
     try:
@@ -35,6 +45,48 @@ def read_config_file(memory_dir: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object")
     return data
+
+
+def user_config_path() -> Path:
+    """$ENGRAM_CONFIG, else $XDG_CONFIG_HOME/engram/config.json, else ~/.config/engram/config.json."""
+    named = os.environ.get("ENGRAM_CONFIG", "").strip()
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME", "").strip() or str(Path("~/.config").expanduser())
+    return Path(base) / "engram" / CONFIG_FILE
+
+
+def _llm_section(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    section = data.get("llm", {})
+    if not isinstance(section, dict):
+        raise InputError(f'{path}: "llm" must be a JSON object')
+    return dict(section)
+
+
+def trusts_memory_config() -> bool:
+    return os.environ.get(TRUST_VARIABLE, "").strip().lower() in ("1", "true", "yes")
+
+
+def llm_config_section(memory_dir: Path | None) -> dict[str, Any]:
+    """The "llm" settings of the config files: the memory's (endpoint and key variable only when trusted, see
+    the module docstring) over the user's."""
+    user_path = user_config_path()
+    merged = _llm_section(read_config_file(user_path.parent, user_path.name), user_path)
+    if memory_dir is None:
+        return merged
+    memory = _llm_section(read_config_file(memory_dir), memory_dir / CONFIG_FILE)
+    ignored = [key for key in UNTRUSTED_LLM_KEYS if key in memory]
+    if ignored and not trusts_memory_config():
+        if "base_url" in memory:
+            memory.pop("model", None)
+            ignored.append("model")
+        for key in ignored:
+            memory.pop(key, None)
+        logger.warning(
+            "ignored llm %s in %s: endpoints and keys come from the environment or %s unless %s=1",
+            "/".join(ignored), memory_dir / CONFIG_FILE, user_path, TRUST_VARIABLE,
+        )
+    return {**merged, **memory}
 
 
 def load_file_config(memory_dir: Path) -> MemoryConfig:
@@ -61,9 +113,10 @@ def resolve_llm(
     api_key: str | None = None,
     **options: Any,
 ) -> ChatModel | None:
-    """The configured chat model, or None when no model is configured anywhere. `options` are further
-    explicit settings (e.g. max_concurrency); every setting and its variable: `engram.llm.factory`."""
+    """The configured chat model, or None when no LLM is configured anywhere. `options` are further
+    explicit settings (e.g. max_concurrency); every setting and its variable: `engram.llm.factory`. A half
+    configuration (a base URL without a model) raises `LLMConfigError` naming what is missing."""
     from engram.llm.factory import llm_settings, make_chat
 
-    section = read_config_file(memory_dir).get("llm", {}) if memory_dir is not None else {}
+    section = llm_config_section(memory_dir)
     return make_chat(llm_settings(section, base_url=base_url, model=model, api_key=api_key, **options))

@@ -42,19 +42,34 @@ def say(message: str) -> None:
 
 
 def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
+    """The memory of `--memory`; commands without the LLM flags open it without an LLM."""
     path = Path(args.memory)
-    llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=getattr(args, "llm_concurrency", None))
-    return Memory(path, embedder=args.embedder, llm=llm, create=create)
+    llm = None
+    if hasattr(args, "llm_model"):
+        concurrency = getattr(args, "llm_concurrency", None)
+        llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=concurrency)
+    return Memory(path, embedder=args.embedder, llm=llm if llm is not None else False, create=create)
 
 
-def report_index(report: IndexReport) -> None:
-    s = report.stats
-    say(
-        f"indexed {report.documents} documents ({report.passages} new passages, {report.unchanged} unchanged); "
+def memory_line(s: dict[str, int]) -> str:
+    return (
         f"memory: {s.get('passages', 0)} passages, {s.get('phrases', 0)} phrases, {s.get('facts', 0)} facts, "
         f"{s.get('edges', 0)} edges"
     )
-    if report.imported or report.extracted or report.failed:
+
+
+def report_index(report: IndexReport, verb: str = "indexed") -> None:
+    """What an index, extract or delete did (`verb` says which); the memory's size after it."""
+    if verb == "indexed":
+        say(
+            f"indexed {report.documents} documents ({len(report.added)} added, {len(report.updated)} updated, "
+            f"{report.unchanged} unchanged; {report.passages} new passages); {memory_line(report.stats)}"
+        )
+    elif verb == "extracted":
+        say(f"extracted {report.extracted} passages, {report.failed} failed; {memory_line(report.stats)}")
+    else:
+        say(f"{verb} {report.documents} documents; {memory_line(report.stats)}")
+    if verb == "indexed" and (report.imported or report.extracted or report.failed):
         say(f"extractions: {report.imported} imported, {report.extracted} by the LLM, {report.failed} failed")
     if report.dropped_triples:
         say(f"dropped {report.dropped_triples} malformed triples")
@@ -76,11 +91,13 @@ def retrieval_json(r: Retrieval) -> dict[str, Any]:
         "seeds": [[s.phrase, s.weight] for s in r.seeds],
         "filtered": r.filtered,
         "pending": r.pending,
+        "fallback_reason": r.fallback_reason,
     }
 
 
 def print_retrieval(r: Retrieval) -> None:
-    print(f"? {r.query}   [{r.method}]")
+    method = f"{r.method}: {r.fallback_reason}" if r.fallback_reason else r.method
+    print(f"? {r.query}   [{method}]")
     for rank, p in enumerate(r.passages, start=1):
         title = f"{p.title}: " if p.title else ""
         snippet = (title + p.text).replace("\n", " ")
@@ -91,16 +108,34 @@ def print_retrieval(r: Retrieval) -> None:
         print("  seeds: " + ", ".join(f"{s.phrase} ({s.weight:.3f})" for s in r.seeds))
 
 
-def add_common(p: argparse.ArgumentParser, memory: bool = True) -> None:
+def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True, progress: bool = True) -> None:
+    """The shared flags a command takes: `--memory`, `--embedder`, the LLM flags (`llm`) and `--progress`."""
     if memory:
         p.add_argument("--memory", "-m", required=True, help="memory directory")
     p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER or all-MiniLM-L6-v2)")
-    p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
-    p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
-    p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most ($ENGRAM_LLM_CONCURRENCY, 8)")
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bars (default: when stderr is a terminal)",
+    if llm:
+        p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
+        p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
+        p.add_argument(
+            "--llm-concurrency", type=int, help="LLM requests in flight at most ($ENGRAM_LLM_CONCURRENCY, 8)"
+        )
+    if progress:
+        p.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bars (default: when stderr is a terminal)",
+        )
+
+
+def command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str, examples: str
+) -> argparse.ArgumentParser:
+    """A subcommand with a one-line `summary` (in `engram -h`), a description and an examples section."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[:1].upper()}{summary[1:]}.\n\n{details}".rstrip(),
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )

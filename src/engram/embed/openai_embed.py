@@ -93,7 +93,9 @@ class OpenAIEmbedder:
 
     @property
     def url(self) -> str:
-        return self.base_url or "https://api.openai.com/v1"
+        from engram.llm.failures import public_url
+
+        return public_url(self.base_url) if self.base_url else "https://api.openai.com/v1"
 
     @property
     def identity(self) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""Building the configured chat model from flags, the environment and the memory's config.json.
+"""Building the configured chat model from flags, the environment and the config files.
 
 Each setting is read from, in order: the explicit value (a CLI flag), the environment variable, the "llm"
-section of config.json. Unknown config keys are an error, naming the known ones.
+section of the config files (`engram.settings.llm_config_section`: a memory's config.json names no endpoint or
+key variable unless trusted). Unknown config keys are an error, naming the known ones. A base URL without a
+model is an `LLMConfigError`; a model without a base URL means api.openai.com (which needs OPENAI_API_KEY).
 
 | setting | environment | config.json "llm" key |
 | --- | --- | --- |
@@ -26,7 +28,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engram.errors import InputError
+from engram.errors import InputError, LLMConfigError
 from engram.llm.base import ChatModel
 
 # key -> (environment variable, parser)
@@ -89,6 +91,14 @@ def make_chat(settings: Mapping[str, Any]) -> ChatModel | None:
     provider = options.pop("provider", "openai")
     model = options.pop("model", None)
     if not model:
+        if options.get("base_url"):
+            from engram.llm.failures import public_url
+
+            raise LLMConfigError(
+                f"an LLM base URL is set ({public_url(str(options['base_url']))}) but no model: set "
+                "ENGRAM_LLM_MODEL (or --llm-model, or \"model\" in the config file) to a model the server serves "
+                "(GET /v1/models lists them)"
+            )
         return None
     if provider not in PROVIDERS:
         raise InputError(f"unknown LLM provider {provider!r}: use one of {list(PROVIDERS)}")

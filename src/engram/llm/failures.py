@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 from engram.errors import LLMConfigError, LLMError
 
@@ -51,6 +52,17 @@ class LLMUnreachableError(LLMError):
 class LLMTimeoutError(LLMError):
     """The endpoint accepted the request but did not answer in time, on every attempt. This may be the one
     request (a huge prompt) rather than the server, so batch callers treat it as that item's failure."""
+
+
+def public_url(url: str) -> str:
+    """`url` fit to show: without credentials written into it (`http://user:pass@host` gives
+    `http://host`) and without its query string (some gateways take keys there)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unparsable URL)"
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def retryable_status(status: int) -> bool:
@@ -104,6 +116,9 @@ class ChatFailures:
     model: str
     timeout: float
     env: str = "ENGRAM_LLM"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", public_url(self.url))
 
     def unexpected(self, error: BaseException) -> LLMError:
         return LLMError(f"LLM call to {self.url} failed: {error}")

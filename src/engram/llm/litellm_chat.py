@@ -14,6 +14,7 @@ from typing import Any
 
 from engram.errors import LLMError, MissingDependencyError
 from engram.llm.client import ChatClient, ChatRequest, ChatResult
+from engram.llm.failures import public_url
 
 
 def _litellm() -> Any:
@@ -42,7 +43,7 @@ class LiteLLMChat(ChatClient):
 
     @property
     def url(self) -> str:
-        return self.base_url or f"litellm:{self.model.split('/', 1)[0]}"
+        return public_url(self.base_url) if self.base_url else f"litellm:{self.model.split('/', 1)[0]}"
 
     def __repr__(self) -> str:
         return f"LiteLLMChat(model={self.model!r})"

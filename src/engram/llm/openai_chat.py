@@ -33,6 +33,7 @@ from engram.llm.failures import (
     LLMTimeoutError,
     LLMTruncatedError,
     LLMUnreachableError,
+    public_url,
     retry_after,
     retryable_status,
     server_message,
@@ -118,7 +119,7 @@ class OpenAIChat(ChatClient):
             return None
         if not model:
             raise LLMConfigError(
-                f"ENGRAM_LLM_BASE_URL is set ({base_url}) but ENGRAM_LLM_MODEL is not: set it to the model "
+                f"ENGRAM_LLM_BASE_URL is set ({public_url(base_url or '')}) but ENGRAM_LLM_MODEL is not: set it to the model "
                 "name the server serves (GET /v1/models lists them)"
             )
         api_key = env.get("OPENAI_API_KEY", "").strip() or None
@@ -131,8 +132,8 @@ class OpenAIChat(ChatClient):
 
     @property
     def url(self) -> str:
-        """The API root requests go to (shown in error messages)."""
-        return self.base_url or str(self._client.base_url).rstrip("/")
+        """The API root requests go to, without credentials (shown in error messages)."""
+        return public_url(self.base_url or str(self._client.base_url).rstrip("/"))
 
     def close(self) -> None:
         if not aio.in_loop_thread():

@@ -7,6 +7,7 @@ LLM work survives a crash. See docs/format.md for the schema.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -46,6 +47,19 @@ CREATE TABLE IF NOT EXISTS llm_usage (
     completion_tokens INTEGER NOT NULL DEFAULT 0, cache_hits INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL);
 """
+
+
+def _private(path: Path) -> None:
+    """Create the database file readable by its owner only (0600), or make an existing one so; SQLite gives
+    its -wal and -shm files the database file's permissions."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+            part = path.with_name(name)
+            if part.exists() and part.stat().st_mode & 0o077:
+                part.chmod(0o600)
+    except OSError:  # a read-only copy or someone else's file: SQLite reports what matters when it opens
+        pass
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
+        _private(path)
         self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
