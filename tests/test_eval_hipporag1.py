@@ -130,7 +130,7 @@ def test_every_method_runs_and_ablations_differ(tmp_path: Path) -> None:
     no_passages = results["hipporag2-no-passage-nodes"][0]
     assert no_passages.facts and no_passages.seeds  # facts linked as in hipporag2
     assert [p.id for p in results["hipporag2-no-filter"][0].passages] == [
-        p.id for p in results["hipporag2"][0].passages
+        p.id for p in results["hipporag2-paper"][0].passages
     ]  # without an LLM the filter never runs
 
 

@@ -102,10 +102,16 @@ def test_filter_that_keeps_nothing_falls_back_to_dense(tmp_path: Path, fake_llm:
     fake_llm.handler = openie_handler(keep=lambda prompt: '{"facts": []}')
     with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=fake_llm.chat()) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
-        r = memory.retrieve("Who founded Acme Tools?")[0]
+        r = memory.retrieve("Who founded Acme Tools?", method="hipporag2-paper")[0]
         dense = memory.retrieve("Who founded Acme Tools?", method="dense")[0]
+        default = memory.retrieve("Who founded Acme Tools?")[0]
+        unnamed = memory.retrieve("Who founded it?")[0]
     assert r.method == "dense" and r.filtered and r.facts == [] and r.seeds == []
     assert [p.id for p in r.passages] == [p.id for p in dense.passages]
+    # the default still seeds the phrase the query names; with no name and no kept fact it ranks densely
+    assert default.method == "hipporag2" and default.filtered and default.facts == []
+    assert [s.phrase for s in default.seeds] == ["acme tools"]
+    assert unnamed.method == "dense" and unnamed.filtered and unnamed.seeds == []
 
 
 def test_answer_reads_the_top_passages(tmp_path: Path, fake_llm: FakeOpenAI) -> None:

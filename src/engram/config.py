@@ -24,7 +24,12 @@ class GraphConfig:
 @dataclass(frozen=True)
 class RetrieveConfig:
     """HippoRAG 2 retrieval: top `fact_top_k` facts go to the recognition filter, at most `max_seeds` phrase
-    seeds, passage seeds weighted by `passage_weight` x normalised dense score, PPR damping `damping`."""
+    seeds, passage seeds weighted by `passage_weight` x normalised dense score, PPR damping `damping`.
+
+    The default method (`hipporag2`, engram.retrieve.default) also seeds the phrases the query names
+    (`query_links`), scales the paper's fact seeds (from its top `seed_fact_top_k` facts) by
+    `fact_seed_weight`, and seeds passages with `prior_weight` x exp((cos - best) / `prior_temperature`)
+    instead of `passage_weight` x min-max; `hipporag2-paper` ignores these five."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -32,6 +37,11 @@ class RetrieveConfig:
     damping: float = 0.5
     node_specificity: bool = True
     use_filter: bool = True
+    query_links: bool = True
+    seed_fact_top_k: int = 3
+    fact_seed_weight: float = 0.5
+    prior_weight: float = 0.3
+    prior_temperature: float = 0.02
 
 
 @dataclass(frozen=True)

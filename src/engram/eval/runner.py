@@ -19,7 +19,7 @@ KS = (1, 2, 5, 10, 20)
 ALL_KS = (2, 5, 10, 20)
 # methods whose graph search seeds passage nodes, so --passage-weight changes them
 PASSAGE_WEIGHT_METHODS = frozenset(
-    {"hipporag2", "hipporag2-ner-to-node", "hipporag2-query-to-node", "hipporag2-no-filter"}
+    {"hipporag2", "hipporag2-paper", "hipporag2-ner-to-node", "hipporag2-query-to-node", "hipporag2-no-filter"}
 )
 
 
@@ -94,8 +94,11 @@ def _retrieve(
     from engram.retrieve.ircot import ircot
 
     config = memory.config.retrieve
-    if spec.passage_weight is not None:
-        config = replace(config, passage_weight=spec.passage_weight)
+    if spec.passage_weight is not None:  # the default method's passage seeds are its prior (see config.py)
+        if spec.method == "hipporag2":
+            config = replace(config, prior_weight=spec.passage_weight)
+        else:
+            config = replace(config, passage_weight=spec.passage_weight)
     texts = [q.question for q in questions]
     k = options.depth * 2
     if not spec.ircot_steps:

@@ -1,4 +1,6 @@
-"""HippoRAG 2 retrieval: query-to-fact scoring, recognition filter, seed weighting, Personalized PageRank."""
+"""HippoRAG 2 retrieval as the paper describes it (`method="hipporag2-paper"`): query-to-fact scoring,
+recognition filter, seed weighting, Personalized PageRank. engram's default (`hipporag2`) is in
+`engram.retrieve.default`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from engram.types import Fact, Triple
 
 # (query, candidate triples) -> indices of the kept candidates, or None when the filter is unavailable
 FilterFn = Callable[[str, Sequence[Triple]], "list[int] | None"]
+PAPER = "hipporag2-paper"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,26 @@ def _facts(index: GraphIndex, rows: Sequence[int], scores: npt.NDArray[np.float6
     return [Fact(*index.tables.facts[i], score=float(scores[i])) for i in rows]
 
 
+def kept_facts(
+    index: GraphIndex,
+    query: str,
+    scores: npt.NDArray[np.float64],
+    config: RetrieveConfig,
+    recognition: FilterFn | None,
+    top: int | None = None,
+) -> tuple[list[Fact], list[Fact], list[int], bool]:
+    """The query's `top` (default `fact_top_k`) facts by score, the ones the recognition filter keeps (all
+    without a filter), the kept rows, and whether the filter ran."""
+    rows = top_k(np.where(index.fact_alive, scores, -np.inf), top or config.fact_top_k, index.fact_rank).tolist()
+    candidates = _facts(index, rows, scores)
+    kept_rows, filtered = rows, False
+    if recognition is not None and config.use_filter and rows:
+        choice = recognition(query, [index.tables.facts[i] for i in rows])
+        if choice is not None:
+            kept_rows, filtered = [rows[i] for i in choice], True
+    return candidates, _facts(index, kept_rows, scores), kept_rows, filtered
+
+
 def hipporag2(
     index: GraphIndex,
     query_vectors: npt.NDArray[np.float32],
@@ -48,23 +71,17 @@ def hipporag2(
     config: RetrieveConfig,
     k: int,
     recognition: FilterFn | None = None,
+    method: str = PAPER,
 ) -> list[GraphRanking]:
-    """Rank passages for each query. Queries whose filter keeps no fact fall back to dense ranking; the
-    others run one batched Personalized PageRank."""
+    """The paper's method (`hipporag2-paper`). Queries whose filter keeps no fact fall back to dense
+    ranking; the others run one batched Personalized PageRank."""
     passage_scores = index.dense_scores(query_vectors)
     fact_scores = index.fact_scores(query_vectors)
     results: list[GraphRanking | None] = []
     resets: list[npt.NDArray[np.float64]] = []
     pending_graph: list[tuple[int, list[Fact], list[Fact], list[tuple[str, float]], bool]] = []
     for qi, query in enumerate(queries):
-        normalised = min_max(fact_scores[qi])
-        top = top_k(np.where(index.fact_alive, fact_scores[qi], -np.inf), config.fact_top_k, index.fact_rank).tolist()
-        candidates = _facts(index, top, fact_scores[qi])
-        kept_rows, filtered = top, False
-        if recognition is not None and config.use_filter and top:
-            choice = recognition(query, [index.tables.facts[i] for i in top])
-            if choice is not None:
-                kept_rows, filtered = [top[i] for i in choice], True
+        candidates, kept, kept_rows, filtered = kept_facts(index, query, fact_scores[qi], config, recognition)
         if not kept_rows:
             rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
             results.append(GraphRanking(rows, scores, "dense", candidates, [], [], filtered))
@@ -72,7 +89,7 @@ def hipporag2(
         counts = index.phrase_passage_counts if config.node_specificity else None
         seed_rows, seed_weights = phrase_seeds(
             np.array(kept_rows, dtype=np.int64),
-            normalised,
+            min_max(fact_scores[qi]),
             index.tables.fact_phrases,
             config.max_seeds,
             counts,
@@ -80,12 +97,12 @@ def hipporag2(
         )
         resets.append(reset_vector(index.n_phrases, seed_rows, seed_weights, passage_scores[qi], config.passage_weight))
         seeds = [(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights)]
-        pending_graph.append((qi, candidates, _facts(index, kept_rows, fact_scores[qi]), seeds, filtered))
+        pending_graph.append((qi, candidates, kept, seeds, filtered))
         results.append(None)
     if resets:
         ranks = index.ppr(np.stack(resets, axis=1), config.damping)
         for col, (qi, candidates, kept, seeds, filtered) in enumerate(pending_graph):
             passage_mass = index.rankable(ranks[index.n_phrases :, col])
             rows = top_k(passage_mass, k, index.passage_rank)
-            results[qi] = GraphRanking(rows, passage_mass[rows], "hipporag2", candidates, kept, seeds, filtered)
+            results[qi] = GraphRanking(rows, passage_mass[rows], method, candidates, kept, seeds, filtered)
     return [r for r in results if r is not None]

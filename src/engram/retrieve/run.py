@@ -1,9 +1,11 @@
-"""Retrieval entry points over a `RetrievalContext`: hipporag2, dense, bm25 and the variants; the reader."""
+"""Retrieval entry points over a `RetrievalContext`: hipporag2 (engram's default), hipporag2-paper, dense, bm25
+and the variants; the reader."""
 
 from __future__ import annotations
 
 from engram.errors import InputError
 from engram.retrieve.context import RetrievalContext
+from engram.retrieve.default import hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.results import filter_fn, from_ranking, ranked_passages
@@ -11,7 +13,7 @@ from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
-METHODS = ("hipporag2", "dense", "bm25", *VARIANTS)
+METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS)
 
 
 def retrieve(
@@ -51,7 +53,10 @@ def retrieve(
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
             out.append(Retrieval(q, ranked_passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
         return out
-    rankings = hipporag2(index, vectors, queries, ctx.config, k, filter_fn(ctx))
+    if method == "hipporag2-paper":
+        rankings = hipporag2(index, vectors, queries, ctx.config, k, filter_fn(ctx))
+    else:
+        rankings = hipporag2_default(index, vectors, queries, ctx.config, k, filter_fn(ctx))
     return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
 
 

@@ -67,7 +67,7 @@ def run_variant(
 ) -> list[Retrieval]:
     from engram.retrieve.ablations import ner_to_node, no_passage_nodes, query_to_node
     from engram.retrieve.hipporag1 import hipporag1
-    from engram.retrieve.hipporag2 import hipporag2
+    from engram.retrieve.hipporag2 import PAPER, hipporag2
     from engram.retrieve.results import filter_fn, from_ranking
 
     index, config = ctx.view, ctx.config
@@ -84,7 +84,7 @@ def run_variant(
         rankings = no_passage_nodes(index, vectors, queries, config, k, filter_fn(ctx))
     elif method == "hipporag2-no-filter":
         plain = hipporag2(index, vectors, queries, config, k, None)
-        rankings = [replace(r, method=method) if r.method == "hipporag2" else r for r in plain]
+        rankings = [replace(r, method=method) if r.method == PAPER else r for r in plain]
     else:
         raise InputError(f"unknown retrieval variant {method!r}")
     return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
