@@ -1,4 +1,5 @@
-"""Continual learning: any sequence of index, delete and update equals a build from scratch on the survivors."""
+"""Continual learning: any sequence of index, delete and update equals a build from scratch on the survivors, and
+its graph equals the one the independent batch builder (engram.graph.build) makes from the survivors' triples."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
+from engram.graph.build import assemble_adjacency, build_tables, synonym_edges
 
 PHRASES = [
     "north river",
@@ -110,6 +113,33 @@ def observe(memory: Memory) -> dict[str, Any]:
     }
 
 
+def oracle_graph(live: Live, known: dict[tuple[Any, str], dict[str, Any]], embedder: HashEmbedder) -> dict[str, Any]:
+    """The graph of the surviving documents built by the independent batch builder (engram.graph.build), which
+    shares no code with the live index state: tables from the triples, exact synonym search, one adjacency."""
+    docs = sorted((d for d, _ in live.values()), key=lambda d: d.id)
+    triples = [known.get((d.title, d.text), {}).get("triples", []) for d in docs]
+    tables = build_tables(triples)
+    vectors = embedder.embed(tables.phrases, role="phrase") if tables.phrases else np.zeros((0, embedder.dim))
+    synonyms = synonym_edges(
+        np.asarray(vectors, dtype=np.float32), CONFIG.graph.synonym_threshold, CONFIG.graph.synonym_top_k
+    )
+    upper = sp.triu(assemble_adjacency(tables, len(docs), synonyms, CONFIG.graph.context_weight)).tocoo()
+    names = [f"p:{k}" for k in tables.phrases] + [f"d:{d.id}" for d in docs]
+    edges = {
+        tuple(sorted((names[i], names[j]))): float(w)
+        for i, j, w in zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist())
+    }
+    return {"passages": [d.id for d in docs], "phrases": tables.phrases, "facts": tables.facts, "edges": edges}
+
+
+def matches_oracle(graph: dict[str, Any], oracle: dict[str, Any]) -> None:
+    assert graph["passages"] == oracle["passages"]
+    assert graph["phrases"] == oracle["phrases"] and graph["facts"] == oracle["facts"]
+    assert graph["edges"].keys() == oracle["edges"].keys()
+    for edge, weight in oracle["edges"].items():  # float32 batch cosines against the state's float64 ones
+        assert graph["edges"][edge] == pytest.approx(weight, abs=1e-6), edge
+
+
 def same(a: dict[str, Any], b: dict[str, Any]) -> None:
     """Equal graphs, vectors, stats, rankings and scores (to the last bit)."""
     assert a["stats"] == a["state_stats"] and b["stats"] == b["state_stats"]
@@ -127,6 +157,7 @@ def test_any_sequence_equals_a_fresh_build(ops: list[Any]) -> None:
             for op in ops:
                 apply(memory, live, op, known)
             incremental = observe(memory)
+        matches_oracle(incremental["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
         with Memory(Path(tmp) / "inc", embedder=HashEmbedder(dim=64), config=CONFIG) as reopened:
             same(observe(reopened), incremental)
         with Memory(Path(tmp) / "fresh", embedder=HashEmbedder(dim=64), config=CONFIG) as fresh:

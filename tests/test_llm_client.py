@@ -117,8 +117,12 @@ def test_requests_per_minute_limit_paces_real_calls(fake_llm: FakeOpenAI) -> Non
 
 def test_rate_limiter_without_limits_is_free() -> None:
     limiter = RateLimiter()
-    asyncio.run(limiter.acquire(10**9))
+    assert not limiter.active and limiter.requests is None and limiter.tokens is None
+    asyncio.run(limiter.acquire(10**9))  # no bucket to wait on: returns at once, whatever the size
     limiter.settle(1, 2)
+    assert not limiter.active
+    limited = RateLimiter(requests_per_minute=60)  # the contrast: a limit makes a bucket that paces
+    assert limited.active and limited.requests is not None and limited.tokens is None
 
 
 # --- replies, usage and the cache key ------------------------------------------------------------------
