@@ -62,7 +62,7 @@ def test_index_text_folder_skips_binary(tmp_path: Path, capsys: pytest.CaptureFi
     err = capsys.readouterr().err
     assert "skipped" in err and "c.txt" in err and "pending" in err
     assert main(["retrieve", "mountains", "--memory", mem, "--embedder", "hash", "--method", "bm25", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["passages"][0]["id"] == "sub/b.md"
+    assert json.loads(capsys.readouterr().out)["passages"][0]["id"] == "docs/sub/b.md"
 
 
 def test_eval_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -33,22 +33,22 @@ def test_sync_add_modify_rename_delete(tmp_path: Path, capsys: pytest.CaptureFix
     (docs / "a.txt").write_text("Apples grow in the orchard.")
     (docs / "sub" / "b.md").write_text("Bees make honey in the hive.")
     mem = str(tmp_path / "m")
-    assert sync(docs, mem, capsys) == {"added": ["a.txt", "sub/b.md"], "updated": [], "deleted": []}
+    assert sync(docs, mem, capsys) == {"added": ["docs/a.txt", "docs/sub/b.md"], "updated": [], "deleted": []}
     assert sync(docs, mem, capsys) == {"added": [], "updated": [], "deleted": []}  # nothing changed
 
     (docs / "a.txt").write_text("Apricots grow in the orchard.")
-    assert sync(docs, mem, capsys)["updated"] == ["a.txt"]
-    assert retrieve_ids(mem, "apricots", capsys)[0] == "a.txt"
+    assert sync(docs, mem, capsys)["updated"] == ["docs/a.txt"]
+    assert retrieve_ids(mem, "apricots", capsys)[0] == "docs/a.txt"
 
     (docs / "sub" / "b.md").rename(docs / "c.md")
-    assert sync(docs, mem, capsys) == {"added": ["c.md"], "updated": [], "deleted": ["sub/b.md"]}
-    assert set(retrieve_ids(mem, "honey bees", capsys)) == {"a.txt", "c.md"}
+    assert sync(docs, mem, capsys) == {"added": ["docs/c.md"], "updated": [], "deleted": ["docs/sub/b.md"]}
+    assert set(retrieve_ids(mem, "honey bees", capsys)) == {"docs/a.txt", "docs/c.md"}
 
     (docs / "a.txt").unlink()
-    assert sync(docs, mem, capsys)["deleted"] == ["a.txt"]
-    assert retrieve_ids(mem, "orchard", capsys) == ["c.md"]
+    assert sync(docs, mem, capsys)["deleted"] == ["docs/a.txt"]
+    assert retrieve_ids(mem, "orchard", capsys) == ["docs/c.md"]
     with Memory(mem, embedder=HashEmbedder()) as memory:
-        assert set(memory.documents()) == {"c.md"}
+        assert set(memory.documents()) == {"docs/c.md"}
 
 
 def test_sync_leaves_other_documents_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +60,7 @@ def test_sync_leaves_other_documents_alone(tmp_path: Path, capsys: pytest.Captur
     (docs / "x.txt").write_text("Synced text about planets.")
     sync(docs, str(mem), capsys)
     (docs / "x.txt").unlink()
-    assert sync(docs, str(mem), capsys)["deleted"] == ["x.txt"]
+    assert sync(docs, str(mem), capsys)["deleted"] == ["docs/x.txt"]
     with Memory(mem, embedder=HashEmbedder()) as memory:
         assert set(memory.documents()) == {"manual"}
 

@@ -83,7 +83,8 @@ class Retrieval:
     `candidate_facts` are the top facts by similarity, `facts` those the recognition filter kept (all of the
     candidates when no filter ran), `seeds` the phrase seeds of the graph search. `method` says what produced
     the ranking ("hipporag2", "dense" when no fact was kept, "bm25", ...). `pending` counts passages indexed
-    without an extraction yet (they are found by dense/BM25 only).
+    without an extraction yet (they are found by dense/BM25 only); `fallback_reason` says why a graph method
+    fell back to dense ranking.
     """
 
     query: str
@@ -94,6 +95,8 @@ class Retrieval:
     seeds: list[Seed] = field(default_factory=list)
     filtered: bool = False
     pending: int = 0
+    # why a graph method ranked by dense similarity instead ("" when it did not fall back)
+    fallback_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,3 +128,6 @@ class IndexReport:
     budget_reached: bool = False
     # LLM usage of this call: calls, prompt_tokens, completion_tokens, cache_hits, retries, failures, tokens
     llm: dict[str, int] = field(default_factory=dict)
+    # ids of the documents this call added and of those whose content it replaced (index, update)
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)

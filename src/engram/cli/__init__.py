@@ -4,6 +4,7 @@ One module per command group; each registers its commands with `configure(sub)`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from engram.cli.common import say
@@ -24,12 +25,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return code
     except EngramError as exc:
         say(f"engram: error: {exc}")
         return 1
     except KeyboardInterrupt:
         say("engram: interrupted; finished work is saved, run the command again to resume")
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
 
 
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`engram stats | head -1`): stop quietly, like other Unix tools. Later
+    writes to stdout (the interpreter's flush at exit) go to /dev/null instead of raising again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-from engram.cli.common import Bars, add_common, open_memory, report_index, say
+from engram.cli.common import Bars, add_common, command, memory_line, open_memory, report_index, say
 from engram.cli.llm_args import add_run_args, memory_for_estimate, print_estimate, report_llm
+from engram.memory import Memory
+
+STRICT_EXIT = 3  # --strict: passages failed extraction
+
+
+def report_failures(memory: Memory, strict: bool) -> int:
+    """Say how many stored passages failed extraction and why (commonest reasons first); the exit code."""
+    reasons = memory.extraction_failures()
+    total = sum(reasons.values())
+    if not total:
+        return 0
+    say(f"{total} passages failed extraction; commonest reasons:")
+    for reason, count in list(reasons.items())[:3]:
+        say(f"  {count} x {reason[:200]}")
+    say("the next `engram index`, `engram sync` or `engram extract` with an LLM retries them")
+    return STRICT_EXIT if strict else 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -33,9 +49,12 @@ def cmd_index(args: argparse.Namespace) -> int:
             )
         finally:
             bars.close()
-    report_index(report)
-    report_llm(report)
-    return 0
+        for label, ids in (("added", report.added), ("updated", report.updated)):
+            for doc_id in ids:
+                print(f"{label:<8} {doc_id}")
+        report_index(report)
+        report_llm(report)
+        return report_failures(memory, args.strict)
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -49,9 +68,9 @@ def cmd_extract(args: argparse.Namespace) -> int:
             report = memory.extract(progress=bars, max_tokens=args.max_tokens)
         finally:
             bars.close()
-    report_index(report)
-    report_llm(report)
-    return 0
+        report_index(report, "extracted")
+        report_llm(report)
+        return report_failures(memory, args.strict)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -59,9 +78,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         report = memory.delete(args.ids)
     for doc_id, reason in report.skipped.items():
         say(f"skipped {doc_id}: {reason}")
-    say(f"deleted {report.documents} documents")
-    report.skipped = {}
-    report_index(report)
+    report_index(report, "deleted")
     return 0
 
 
@@ -72,33 +89,83 @@ def cmd_sync(args: argparse.Namespace) -> int:
             report = memory.sync(args.folder, progress=bars)
         finally:
             bars.close()
-        stats = memory.stats()
-    for path, reason in report.skipped.items():
-        say(f"skipped {path}: {reason}")
-    for label, ids in (("added", report.added), ("updated", report.updated), ("deleted", report.deleted)):
-        for doc_id in ids:
-            print(f"{label:<8} {doc_id}")
-    say(f"sync: {len(report.added)} added, {len(report.updated)} updated, {len(report.deleted)} deleted, "
-        f"{report.unchanged} unchanged; memory: {stats['passages']} passages, {stats['facts']} facts")
-    return 0
+        for path, reason in report.skipped.items():
+            say(f"skipped {path}: {reason}")
+        for label, ids in (("added", report.added), ("updated", report.updated), ("deleted", report.deleted)):
+            for doc_id in ids:
+                print(f"{label:<8} {doc_id}")
+        say(
+            f"sync: {len(report.added)} added, {len(report.updated)} updated, {len(report.deleted)} deleted, "
+            f"{report.unchanged} unchanged; {memory_line(memory.stats())}"
+        )
+        if report.extracted or report.failed:
+            say(f"extractions: {report.extracted} by the LLM, {report.failed} failed")
+        return report_failures(memory, args.strict)
+
+
+def add_strict(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit with status {STRICT_EXIT} when passages failed extraction (for scripts)",
+    )
+
+
+IDS = """Ids: a file of a folder gets `FOLDERNAME/PATH/IN/FOLDER` (notes/sub/a.md), a file given by itself its name,
+a corpus row its own "id". Indexing again adds new documents and updates changed ones (same id)."""
 
 
 def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    index = sub.add_parser("index", help="add documents (files, folders, .jsonl/.json corpora)")
+    index = command(
+        sub,
+        "index",
+        "add documents (files, folders, .jsonl/.json corpora) and update changed ones",
+        f"Folders are read recursively (.txt, .md, .markdown, .rst); other files are reported as skipped.\n{IDS}\n"
+        "With an LLM, passages are extracted (failed ones from earlier runs retried); without, they stay pending.",
+        """engram index notes/ --memory my.engram
+engram index notes/ papers.jsonl --memory my.engram --extractions openie.jsonl
+engram index notes/ --memory my.engram --dry-run          # LLM requests and tokens, nothing sent
+engram index notes/ --memory my.engram --strict           # exit 3 when passages failed extraction""",
+    )
     add_common(index)
     index.add_argument("paths", nargs="+", help="files or folders")
     index.add_argument("--extractions", help="precomputed extractions (JSONL or HippoRAG OpenIE JSON)")
     add_run_args(index, chunking=True)
+    add_strict(index)
     index.set_defaults(func=cmd_index)
-    extract = sub.add_parser("extract", help="run the LLM on pending and failed passages")
+    extract = command(
+        sub,
+        "extract",
+        "run the LLM on pending and failed passages",
+        "Passages indexed without an LLM, or whose extraction failed, are extracted and linked into the graph.",
+        """engram extract --memory my.engram --llm-base-url http://localhost:8000/v1 --llm-model qwen
+engram extract --memory my.engram --max-tokens 200000 --strict""",
+    )
     add_common(extract)
     add_run_args(extract, chunking=False)
+    add_strict(extract)
     extract.set_defaults(func=cmd_extract)
-    delete = sub.add_parser("delete", help="remove documents by id")
-    add_common(delete)
-    delete.add_argument("ids", nargs="+", help="document ids")
+    delete = command(
+        sub,
+        "delete",
+        "remove documents by id",
+        "Removes the documents, their passages, and the facts and phrases no remaining passage states.",
+        """engram delete notes/old.md --memory my.engram
+engram delete doc-1 doc-2 --memory my.engram""",
+    )
+    add_common(delete, llm=False, progress=False)
+    delete.add_argument("ids", nargs="+", help="document ids (see `engram retrieve --json` or `engram index` output)")
     delete.set_defaults(func=cmd_delete)
-    sync = sub.add_parser("sync", help="make the memory mirror a folder (add, update, delete)")
+    sync = command(
+        sub,
+        "sync",
+        "make the memory mirror a folder (add, update, delete)",
+        f"Like `engram index FOLDER`, and documents of that folder whose file is gone are deleted.\n{IDS}\n"
+        "Documents from elsewhere are never touched. With an LLM, failed passages are retried.",
+        """engram sync notes/ --memory my.engram
+engram sync notes/ --memory my.engram --strict            # exit 3 when passages failed extraction""",
+    )
     add_common(sync)
     sync.add_argument("folder", help="folder of .txt/.md files")
+    add_strict(sync)
     sync.set_defaults(func=cmd_sync)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from engram.cli.common import add_common, open_memory, print_retrieval, retrieval_json, say
+from engram.cli.common import add_common, command, open_memory, print_retrieval, retrieval_json, say
 from engram.errors import EngramError
 
 
@@ -67,11 +67,26 @@ def add_query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="*", help="question(s)")
     p.add_argument("--questions", help="JSONL file with a 'question' per row")
     p.add_argument("--limit", type=int, help="only the first N questions")
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, metavar="K", help="passages to return per question (default: 5)")
     from engram.retrieve.run import METHODS
 
     p.add_argument("--method", default="hipporag2", choices=METHODS)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+EXAMPLES = {
+    "retrieve": """engram retrieve "Where was the founder of Acme born?" --memory my.engram
+engram retrieve --questions questions.jsonl --memory my.engram --json --top-k 10
+engram retrieve "Acme" --memory my.engram --method dense""",
+    "ask": """engram ask "Where was the founder of Acme born?" --memory my.engram
+engram ask --questions questions.jsonl --memory my.engram --json""",
+}
+DETAILS = {
+    "retrieve": "Prints the passages, the facts that seeded the graph search, and, when a graph method fell back "
+    "to dense ranking, why\n(no facts yet, no fact survived the recognition filter, ...). Without an LLM the "
+    "recognition filter is skipped.",
+    "ask": "Retrieves, then the LLM reads the top passages and answers (needs an LLM).",
+}
 
 
 def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,10 +94,18 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("retrieve", "rank passages for questions", cmd_retrieve),
         ("ask", "answer questions with the LLM reader", cmd_ask),
     ):
-        p = sub.add_parser(name, help=help_text)
-        add_common(p)
+        p = command(sub, name, help_text, DETAILS[name], EXAMPLES[name])
+        add_common(p, progress=False)
         add_query_args(p)
         p.set_defaults(func=func)
-    stats = sub.add_parser("stats", help="what the memory holds")
-    add_common(stats)
+    stats = command(
+        sub,
+        "stats",
+        "what the memory holds",
+        "Documents, passages, phrases, facts, edges, pending and failed extractions, and the LLM usage so far, "
+        "as JSON.",
+        """engram stats --memory my.engram
+engram stats --memory my.engram | jq .facts""",
+    )
+    add_common(stats, llm=False, progress=False)
     stats.set_defaults(func=cmd_stats)

@@ -16,9 +16,10 @@ from engram.index.live import LiveIndex
 from engram.index.pipeline import apply_extractions, staged_writes
 from engram.index.state import IndexState
 from engram.index.view import passage_text
-from engram.ingest.prepare import Prepared, document_hash, prepare
-from engram.store.records import PassageRow, RecordStore
-from engram.text import ChunkConfig
+from engram.ingest.prepare import Prepared, as_document, document_hash, prepare
+from engram.ingest.sources import check_origins
+from engram.store.records import KeyLookup, PassageRow, RecordStore
+from engram.text import ChunkConfig, clean_text
 from engram.types import Document, IndexReport, Progress
 
 
@@ -48,14 +49,31 @@ class Writer:
         self.live.load()
         expected = self.live.generation
         start = time.perf_counter()
-        chunking = self.chunking(max_input_tokens)
-        prepared = prepare(documents, self.store.document_lookup(), self.store.passage_lookup(), chunking)
+        prepared, changed = self.prepare(documents, max_input_tokens)
         report.skipped, report.unchanged = dict(prepared.skipped), prepared.unchanged
         report.timings["prepare"] = time.perf_counter() - start
+        for doc_id in changed & set(report.skipped):
+            report.skipped[doc_id] = "empty: the stored version is kept (delete the document to remove it)"
         if prepared.documents:
-            self.ingest(prepared, [], found, report, progress, max_tokens, expected)
+            ids = [doc.id for doc, _ in prepared.documents]
+            report.added = [i for i in ids if i not in changed]
+            report.updated = [i for i in ids if i in changed]
+            self.ingest(prepared, report.updated, found, report, progress, max_tokens, expected)
             report.documents, report.passages = len(prepared.documents), len(prepared.passages)
         return report
+
+    def prepare(
+        self, documents: Iterable[str | Document], max_input_tokens: int | None = None
+    ) -> tuple[Prepared, set[str]]:
+        """Documents ready to ingest, and the ids of the stored documents whose content they replace (their
+        passages are freed by the same commit, so a re-indexed document may keep its passage ids)."""
+        docs = [as_document(d) for d in documents]
+        known = self.store.document_lookup()
+        changed = {d.id for d in docs if d.id in known and known[d.id] != document_hash(d)}
+        check_origins([d for d in docs if d.id in changed], KeyLookup(self.store, "documents", "id", "metadata"))
+        kept = {d.id for d in docs if d.id in changed and clean_text(d.text)}
+        passages = _Without(self.store.passage_lookup(), set(self.orphans(sorted(kept))))
+        return prepare(docs, known, passages, self.chunking(max_input_tokens), replace=changed), changed
 
     def update(self, document: Document, found: ExtractionSet) -> IndexReport:
         self.live.load()

@@ -59,9 +59,11 @@ def prepare(
     known_documents: Mapping[str, str],
     known_passages: Container[str],
     chunking: ChunkConfig,
+    replace: Container[str] = (),
 ) -> Prepared:
     """Validate, chunk and deduplicate. `known_documents` maps stored doc ids to content hashes and
-    `known_passages` holds the stored passage ids.
+    `known_passages` holds the stored passage ids (less those of the documents in `replace`). A stored
+    document with other content is prepared anew when its id is in `replace`, else refused.
 
     Each document owns its passages (so deleting one document never touches another's). Identical chunks
     share their expensive parts: the extraction and the embedding are cached by content, so a repeated
@@ -79,7 +81,7 @@ def prepare(
         if known_documents.get(doc.id) == digest:
             out.unchanged += 1
             continue
-        if doc.id in known_documents:
+        if doc.id in known_documents and doc.id not in replace:
             raise InputError(
                 f"document {doc.id!r} is already indexed with other content: delete it first or give a new id"
             )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,19 +15,20 @@ TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 CORPUS_SUFFIXES = {".jsonl", ".json"}
 
 
+# A document read from a folder carries the folder's absolute path under this metadata key: `engram sync`
+# mirrors the documents of its folder, and `engram index` of that folder updates the same documents.
+SYNC_KEY = "sync_root"
+
+
 @dataclass
 class Collected:
     documents: list[Document] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # path -> reason
 
 
-def _text_files(folder: Path) -> Iterator[Path]:
+def _visible_files(folder: Path) -> Iterator[Path]:
     for path in sorted(folder.rglob("*")):
-        if (
-            path.is_file()
-            and path.suffix.lower() in TEXT_SUFFIXES
-            and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-        ):
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts):
             yield path
 
 
@@ -41,28 +43,58 @@ def read_text_file(path: Path) -> str:
         raise InputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); convert it first") from exc
 
 
+def folder_documents(folder: Path, out: Collected) -> None:
+    """The text files of `folder` (recursively, hidden ones left out). A file's id is the folder's name, a
+    slash and the file's path inside the folder (`notes/sub/a.md`), so that two folders that each hold
+    `a.md` do not collide; other files are reported in `out.skipped`."""
+    root = folder.resolve()
+    prefix = f"{root.name}/" if root.name else ""
+    listed = ", ".join(sorted(TEXT_SUFFIXES))
+    for file in _visible_files(folder):
+        if file.suffix.lower() not in TEXT_SUFFIXES:
+            kind = f"{file.suffix} files are" if file.suffix else "files without an extension are"
+            out.skipped[str(file)] = f"{kind} not read from folders (only {listed})"
+            continue
+        _add_text(out, file, prefix + file.relative_to(folder).as_posix(), {SYNC_KEY: str(root)})
+
+
 def collect(paths: list[str]) -> Collected:
-    """Documents from files and folders. A text file's id is its path relative to the folder given (or its
-    name), its title the file stem; corpus rows keep their own ids."""
+    """Documents from files and folders. A folder's text files get ids `FOLDERNAME/RELATIVE/PATH` (see
+    `folder_documents`), a text file given by itself its file name; the title is the file stem; corpus rows
+    keep their own ids."""
     out = Collected()
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise InputError(f"{raw}: no such file or folder")
         if path.is_dir():
-            for file in _text_files(path):
-                _add_text(out, file, file.relative_to(path).as_posix())
+            folder_documents(path, out)
         elif path.suffix.lower() in CORPUS_SUFFIXES:
             out.documents.extend(load_corpus(path))
         else:
-            _add_text(out, path, path.name)
+            _add_text(out, path, path.name, {})
     return out
 
 
-def _add_text(out: Collected, path: Path, doc_id: str) -> None:
+def _add_text(out: Collected, path: Path, doc_id: str, extra: dict[str, str]) -> None:
     try:
         text = read_text_file(path)
     except (InputError, OSError) as exc:
         out.skipped[str(path)] = str(exc)
         return
-    out.documents.append(Document(doc_id, text, path.stem, {"path": str(path)}))
+    out.documents.append(Document(doc_id, text, path.stem, {"path": str(path), **extra}))
+
+
+def check_origins(documents: Iterable[Document], stored: Mapping[str, str]) -> None:
+    """Refuse documents read from a folder whose stored namesake (`stored`: id -> metadata JSON) came from
+    another folder of the same name: re-indexing must never overwrite another folder's document."""
+    for doc in documents:
+        root = doc.metadata.get(SYNC_KEY)
+        if root is None or doc.id not in stored:
+            continue
+        other = json.loads(stored[doc.id]).get(SYNC_KEY)
+        if other is not None and other != root:
+            raise InputError(
+                f"document {doc.id!r} was read from {other}, and {root} has the same folder name: rename one "
+                "of the folders (ids are FOLDERNAME/PATH) or index it into another memory"
+            )

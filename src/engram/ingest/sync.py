@@ -11,10 +11,8 @@ from typing import Any
 
 from engram.errors import InputError
 from engram.ingest.prepare import document_hash
-from engram.ingest.sources import collect
+from engram.ingest.sources import SYNC_KEY, collect
 from engram.types import Document
-
-SYNC_KEY = "sync_root"
 
 
 @dataclass
@@ -24,6 +22,10 @@ class SyncReport:
     deleted: list[str] = field(default_factory=list)
     unchanged: int = 0
     skipped: dict[str, str] = field(default_factory=dict)
+    # extraction by the LLM during the sync (new passages, and failed ones retried); its usage
+    extracted: int = 0
+    failed: int = 0
+    llm: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -35,21 +37,23 @@ class SyncPlan:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def plan_sync(
-    folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], hashes: Mapping[str, str]
-) -> SyncPlan:
-    """Documents are identified by their path relative to the folder and carry `sync_root` (the folder's
-    absolute path) in their metadata; documents from elsewhere are never touched. A renamed file is a
-    deletion plus an addition whose extraction and vectors come from the caches."""
+def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], hashes: Mapping[str, str]) -> SyncPlan:
+    """Documents are identified as `engram index` identifies them (`FOLDERNAME/PATH`, see
+    `engram.ingest.sources.folder_documents`) and carry `sync_root` (the folder's absolute path) in their
+    metadata, so a sync adopts what `engram index FOLDER` stored; documents from elsewhere are never touched.
+    A renamed file is a deletion plus an addition whose extraction and vectors come from the caches."""
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"{folder} is not a folder: `engram sync` mirrors a folder")
     scope = str(root.resolve())
     collected = collect([str(root)])
-    docs = [Document(d.id, d.text, d.title, {**d.metadata, SYNC_KEY: scope}) for d in collected.documents]
+    docs = collected.documents
     foreign = sorted(d.id for d in docs if d.id in metadata and metadata[d.id].get(SYNC_KEY) != scope)
     if foreign:
-        raise InputError(f"documents {foreign[:3]} already exist in this memory from elsewhere: use another memory")
+        raise InputError(
+            f"documents {foreign[:3]} already exist in this memory from elsewhere (another folder named "
+            f"{root.resolve().name!r}, or added by hand): rename the folder or use another memory"
+        )
     mine = {i for i, meta in metadata.items() if meta.get(SYNC_KEY) == scope}
     plan = SyncPlan(skipped=dict(collected.skipped))
     plan.delete = sorted(mine - {d.id for d in docs})

@@ -48,4 +48,18 @@ def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
         seeds=[Seed(p, w) for p, w in r.seeds],
         filtered=r.filtered,
         pending=index.pending,
+        fallback_reason=fallback_reason(index, r),
     )
+
+
+def fallback_reason(index: GraphIndex, r: GraphRanking) -> str:
+    """Why a graph method ranked by dense similarity ("" when it did not)."""
+    if r.method != "dense":
+        return ""
+    if not index.fact_alive.any():
+        if index.pending:
+            return f"no facts yet, {index.pending} passages pending extraction"
+        return "the memory holds no facts (extraction found none)"
+    if r.filtered and not r.kept:
+        return "no fact survived the recognition filter"
+    return "no fact or phrase of the graph matched the query"
