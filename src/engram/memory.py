@@ -27,7 +27,7 @@ from engram.retrieve.context import RetrievalContext, embed_fn
 from engram.retrieve.run import answer_all, retrieve
 from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
-from engram.store.records import RecordStore
+from engram.store.records import RecordStore, check_records_file
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
 DB_NAME = "engram.sqlite"
@@ -74,6 +74,7 @@ class Memory:
         manifest_path = self.path / MANIFEST
         if manifest_path.exists():
             check_embedder(read_manifest(self.path), self.embedder.identity, self.path)
+            check_records_file(self.path / DB_NAME)
             return
         leftovers = (".manifest.json.",)  # a temporary file of an interrupted creation
         if self.path.exists() and any(

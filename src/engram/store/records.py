@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram.errors import MemoryFormatError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -100,16 +102,66 @@ class KeyLookup(Mapping[str, str]):
         return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
 
 
+# SQLite errors that mean the file itself is damaged or unusable (not a transient lock or a caller's mistake)
+_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_FULL")
+
+
+def check_records_file(path: Path) -> None:
+    """Refuse to open an existing memory whose records file is missing or empty: opening would silently
+    create an empty memory beside the manifest and snapshots."""
+    if not path.exists():
+        problem = "is missing"
+    elif path.is_file() and path.stat().st_size == 0:
+        problem = "is empty"
+    else:
+        return
+    raise MemoryFormatError(
+        f"{path} {problem}, though {path.parent} has a manifest: the memory's records (documents, extractions) "
+        "are gone. Restore engram.sqlite from a backup, or index the documents into a new memory directory"
+    )
+
+
+def _damaged(path: Path, exc: sqlite3.Error) -> MemoryFormatError:
+    return MemoryFormatError(
+        f"{path} is damaged (SQLite: {exc}); restore it from a backup, or index the documents into a new "
+        "memory directory"
+    )
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return type(exc) is sqlite3.DatabaseError or name.startswith(_DAMAGE)
+
+
+def _loads(text: Any, path: Path) -> Any:
+    """A JSON column's value; a row that is not JSON means the file was damaged."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise MemoryFormatError(
+            f"{path} is damaged (a JSON column cannot be read: {exc}); restore it from a backup"
+        ) from exc
+
+
 class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
         _private(path)
-        self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        try:
+            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise _damaged(path, exc) from exc
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            self._db.close()
+            if _is_damage(exc):
+                raise _damaged(path, exc) from exc
+            raise
 
     def close(self) -> None:
         self._db.close()
@@ -119,18 +171,28 @@ class RecordStore:
         """A write transaction. The connection is shared by threads (LLM workers cache responses while the
         main thread commits extractions), so transactions and reads are serialised by a lock."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.path, exc) from exc
                 raise
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
-            return self._db.execute(sql, params).fetchall()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                if _is_damage(exc):
+                    raise _damaged(self.path, exc) from exc
+                raise
 
     # meta -----------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -150,7 +212,7 @@ class RecordStore:
         return dict(self._read("SELECT id, content_hash FROM documents"))
 
     def document_metadata(self) -> dict[str, dict[str, Any]]:
-        return {i: json.loads(m) for i, m in self._read("SELECT id, metadata FROM documents")}
+        return {i: _loads(m, self.path) for i, m in self._read("SELECT id, metadata FROM documents")}
 
     def document_lookup(self) -> KeyLookup:
         """doc id -> content hash, queried per key."""
@@ -188,7 +250,8 @@ class RecordStore:
             "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
             "LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id"
         )
-        return [PassageRow(i, d, t, x, h, json.loads(m) if m else {}) for i, d, t, x, h, m in self._read(query)]
+        rows = self._read(query)
+        return [PassageRow(i, d, t, x, h, _loads(m, self.path) if m else {}) for i, d, t, x, h, m in rows]
 
     def counts(self) -> dict[str, int]:
         out = {}
@@ -199,7 +262,7 @@ class RecordStore:
     # extractions ----------------------------------------------------------------------------------------
     def extractions(self) -> dict[str, ExtractionRow]:
         rows = self._read("SELECT content_hash, status, entities, triples, error FROM extractions")
-        return {h: ExtractionRow(s, json.loads(e), json.loads(t), err) for h, s, e, t, err in rows}
+        return {h: ExtractionRow(s, _loads(e, self.path), _loads(t, self.path), err) for h, s, e, t, err in rows}
 
     def put_extractions(
         self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
@@ -305,7 +368,9 @@ class RecordStore:
                 f"WHERE content_hash IN ({marks})",
                 tuple(part),
             )
-            out.update((h, ExtractionRow(st, json.loads(e), json.loads(t), err)) for h, st, e, t, err in rows)
+            out.update(
+                (h, ExtractionRow(st, _loads(e, self.path), _loads(t, self.path), err)) for h, st, e, t, err in rows
+            )
         return out
 
     # LLM response cache ---------------------------------------------------------------------------------
