@@ -26,11 +26,13 @@ def test_duplicate_ids_in_one_batch_are_refused(tmp_path: Path) -> None:
         assert memory.stats()["passages"] == 0
 
 
-def test_changed_document_under_same_id_names_the_fix(tmp_path: Path) -> None:
+def test_changed_document_under_same_id_is_updated(tmp_path: Path) -> None:
     with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
         memory.index([Document("d", "one")])
-        with pytest.raises(InputError, match="already indexed with other content"):
-            memory.index([Document("d", "two")])
+        report = memory.index([Document("d", "two"), Document("e", "three")])
+        assert report.updated == ["d"] and report.added == ["e"]
+        assert [p.text for p in memory.retrieve("two", method="bm25", top_k=5)[0].passages if p.id == "d"] == ["two"]
+        assert memory.stats()["passages"] == 2
 
 
 def test_binary_documents_are_refused(tmp_path: Path) -> None:
