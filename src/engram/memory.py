@@ -125,9 +125,9 @@ class Memory:
 
     def _query_chat(self) -> ChatModel | None:
         """Query-time LLM calls (filter, reader, query NER, IRCoT) go through the response cache and the
-        usage ledger, like extraction calls."""
+        usage ledger, like extraction calls, within the query-time budget (`ChatClient.for_queries`)."""
         session = self._llm_session()
-        return None if session is None else session.chat
+        return None if session is None else session.query_chat
 
     def _source(self) -> VectorSource:
         return self._live.source()

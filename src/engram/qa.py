@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 
-from engram.llm.base import ChatModel, Message
+from engram.llm import aio
+from engram.llm.base import ChatModel, Message, ask, concurrency_of
 from engram.llm.failures import LLMTruncatedError
 from engram.types import RetrievedPassage
 
@@ -90,8 +92,25 @@ def extract_answer(raw: str) -> str:
 
 def read(chat: ChatModel, query: str, passages: Sequence[RetrievedPassage]) -> tuple[str, str]:
     """Ask the reader; returns `(answer, raw reply)`. A reply cut off at the token limit is still read."""
-    try:
-        raw = chat.complete(build_reader_messages(query, passages))
-    except LLMTruncatedError as error:
-        raw = error.text
-    return extract_answer(raw), raw
+    return read_all(chat, [(query, passages)])[0]
+
+
+def read_all(
+    chat: ChatModel, items: Sequence[tuple[str, Sequence[RetrievedPassage]]]
+) -> list[tuple[str, str]]:
+    """`read` for many questions, their calls concurrent (as many at once as the chat model takes)."""
+    return aio.run(_read_all(chat, list(items)))
+
+
+async def _read_all(chat: ChatModel, items: list[tuple[str, Sequence[RetrievedPassage]]]) -> list[tuple[str, str]]:
+    slots = asyncio.Semaphore(concurrency_of(chat))
+
+    async def one(query: str, passages: Sequence[RetrievedPassage]) -> tuple[str, str]:
+        async with slots:
+            try:
+                raw = await ask(chat, build_reader_messages(query, passages))
+            except LLMTruncatedError as error:
+                raw = error.text
+        return extract_answer(raw), raw
+
+    return list(await asyncio.gather(*(one(q, p) for q, p in items)))

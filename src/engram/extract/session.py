@@ -20,6 +20,10 @@ class LLMSession:
         self.store = store
         self.llm = llm
         self.chat = CachedChat(llm, store)
+        # query-time calls (filter, reader, query NER): the same cache and counts, the query-time budget
+        for_queries = getattr(llm, "for_queries", None)
+        query_llm = for_queries() if callable(for_queries) else llm
+        self.query_chat = CachedChat(query_llm, store, self.chat.hit_counter)
         self.ledger = UsageLedger(store, self.chat, llm.identity)
 
     def extract(

@@ -57,3 +57,18 @@ class AsyncChatModel(ChatModel, Protocol):
 def is_async_chat(chat: object) -> TypeGuard[AsyncChatModel]:
     """Whether `chat` has `acomplete` (a cheaper test than `isinstance` with the runtime protocol)."""
     return callable(getattr(chat, "acomplete", None))
+
+
+async def ask(chat: ChatModel, messages: list[Message], *, json: bool = False) -> str:
+    """`chat`'s reply on engram's shared loop: awaited when it is async, else on a thread (`engram.llm.aio`)."""
+    if is_async_chat(chat):
+        return await chat.acomplete(messages, json=json)
+    from engram.llm import aio
+
+    return await aio.to_thread(chat.complete, messages, json=json)
+
+
+def concurrency_of(chat: object) -> int:
+    """The most requests `chat` takes at once (its `max_concurrency`, else 8)."""
+    value = getattr(chat, "max_concurrency", 8)
+    return value if isinstance(value, int) and value > 0 else 8

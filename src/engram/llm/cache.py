@@ -24,10 +24,10 @@ class CachedChat:
 
     `usage` is the wrapped model's usage plus this wrapper's `cache_hits`."""
 
-    def __init__(self, inner: ChatModel, store: RecordStore) -> None:
+    def __init__(self, inner: ChatModel, store: RecordStore, hits: UsageCounter | None = None) -> None:
         self.inner = inner
         self.store = store
-        self._hits = UsageCounter()
+        self._hits = hits if hits is not None else UsageCounter()  # shared by two views of one session
 
     @property
     def identity(self) -> str:
@@ -40,6 +40,10 @@ class CachedChat:
     @property
     def usage(self) -> LLMUsage:
         return usage_of(self.inner) + self._hits.snapshot()
+
+    @property
+    def hit_counter(self) -> UsageCounter:
+        return self._hits
 
     @property
     def max_concurrency(self) -> int:

@@ -9,6 +9,7 @@ retries (`engram.llm.retry`), usage accounting, truncation detection and the two
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -16,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from engram.errors import LLMConfigError, LLMError
 from engram.llm import aio
 from engram.llm.base import Message
-from engram.llm.failures import ChatFailures, LLMTruncatedError
+from engram.llm.failures import ChatFailures, LLMTruncatedError, LLMUnreachableError
 from engram.llm.limits import RateLimiter
 from engram.llm.retry import RetryPolicy, with_retries
 from engram.llm.usage import LLMUsage, UsageCounter
@@ -66,11 +67,17 @@ class ChatClient:
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         response_format: ResponseFormat = "json_object",
+        give_up_after: int = 3,
+        query_timeout: float | None = None,
+        query_max_retries: int = 1,
     ) -> None:
         if not model:
             raise LLMConfigError("no LLM model given: set ENGRAM_LLM_MODEL to a model the server serves")
-        if max_retries < 0 or max_concurrency < 1 or timeout <= 0:
-            raise LLMConfigError("an LLM client needs max_retries >= 0, max_concurrency >= 1 and timeout > 0")
+        if max_retries < 0 or max_concurrency < 1 or timeout <= 0 or give_up_after < 0 or query_max_retries < 0:
+            raise LLMConfigError(
+                "an LLM client needs max_retries >= 0, max_concurrency >= 1, timeout > 0, give_up_after >= 0 "
+                "and query_max_retries >= 0"
+            )
         if response_format not in RESPONSE_FORMATS:
             raise LLMConfigError(f"response_format must be one of {list(RESPONSE_FORMATS)}, not {response_format!r}")
         self.model = model
@@ -83,9 +90,22 @@ class ChatClient:
         self.backoff_base = backoff_base
         self.max_backoff = max_backoff
         self.response_format: ResponseFormat = response_format
+        self.give_up_after = give_up_after
+        self.query_timeout = query_timeout if query_timeout is not None else min(timeout, 15.0)
+        self.query_max_retries = query_max_retries
         self._limiter = RateLimiter(requests_per_minute, tokens_per_minute)
         self._slots: asyncio.Semaphore | None = None
         self._usage = UsageCounter()
+        self._silent = [0]  # attempts in a row that timed out or found no server (shared with `for_queries`)
+
+    def for_queries(self: C) -> C:
+        """This client with the query-time budget (`query_timeout`, `query_max_retries`: a user waits on
+        these calls), sharing its connections, limits, usage and silence count."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+        view = copy.copy(self)
+        view.timeout, view.max_retries = self.query_timeout, min(self.max_retries, self.query_max_retries)
+        return view
 
     # what subclasses provide ----------------------------------------------------------------------------
     @property
@@ -165,9 +185,29 @@ class ChatClient:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_concurrency)
         async with self._slots:
-            result = await self._attempt(request)
+            result = await self._silence_checked(request)
         if self._limiter.active and result.prompt_tokens is not None:
             self._limiter.settle(estimate, result.prompt_tokens + (result.completion_tokens or 0))
+        return result
+
+    async def _silence_checked(self, request: ChatRequest) -> ChatResult:
+        """One attempt; after `give_up_after` attempts in a row (across all requests) that timed out or found
+        no server, the endpoint is taken as down: `LLMUnreachableError`, no further retry (0: never)."""
+        import openai
+
+        try:
+            result = await self._attempt(request)
+        except openai.APIConnectionError as error:  # includes APITimeoutError
+            self._silent[0] += 1
+            if self.give_up_after and self._silent[0] >= self.give_up_after:
+                raise LLMUnreachableError(
+                    f"the LLM at {self.failures.url} did not answer {self._silent[0]} requests in a row "
+                    f"({type(error).__name__}, timeout {self.timeout:g}s): it is taken as down and the run stops; "
+                    "finished work is kept. Check the server (ENGRAM_LLM_BASE_URL); if it is only slow, raise "
+                    "ENGRAM_LLM_TIMEOUT (ENGRAM_LLM_GIVE_UP_AFTER sets how many silent requests stop a run)"
+                ) from error
+            raise
+        self._silent[0] = 0
         return result
 
     def _finish(self, request: ChatRequest, result: ChatResult) -> str:

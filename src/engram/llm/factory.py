@@ -20,6 +20,9 @@ model is an `LLMConfigError`; a model without a base URL means api.openai.com (w
 | max output tokens per reply | ENGRAM_LLM_MAX_OUTPUT_TOKENS | max_tokens |
 | retries after a failed attempt | ENGRAM_LLM_MAX_RETRIES | max_retries |
 | JSON output: json_object, json_schema or none | ENGRAM_LLM_RESPONSE_FORMAT | response_format |
+| attempts in a row without an answer that stop a run (0: never) | ENGRAM_LLM_GIVE_UP_AFTER | give_up_after |
+| request timeout at query time (default: the timeout, at most 15 s) | ENGRAM_LLM_QUERY_TIMEOUT | query_timeout |
+| retries at query time (default 1) | ENGRAM_LLM_QUERY_MAX_RETRIES | query_max_retries |
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ _NUMERIC: dict[str, tuple[str, Callable[[str], Any]]] = {
     "seed": ("ENGRAM_LLM_SEED", int),
     "max_tokens": ("ENGRAM_LLM_MAX_OUTPUT_TOKENS", int),
     "max_retries": ("ENGRAM_LLM_MAX_RETRIES", int),
+    "give_up_after": ("ENGRAM_LLM_GIVE_UP_AFTER", int),
+    "query_timeout": ("ENGRAM_LLM_QUERY_TIMEOUT", float),
+    "query_max_retries": ("ENGRAM_LLM_QUERY_MAX_RETRIES", int),
 }
 _TEXT = {
     "base_url": "ENGRAM_LLM_BASE_URL",

@@ -77,6 +77,9 @@ class OpenAIChat(ChatClient):
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         response_format: ResponseFormat = "json_object",
+        give_up_after: int = 3,
+        query_timeout: float | None = None,
+        query_max_retries: int = 1,
     ) -> None:
         super().__init__(
             model,
@@ -91,6 +94,9 @@ class OpenAIChat(ChatClient):
             requests_per_minute=requests_per_minute,
             tokens_per_minute=tokens_per_minute,
             response_format=response_format,
+            give_up_after=give_up_after,
+            query_timeout=query_timeout,
+            query_max_retries=query_max_retries,
         )
         self.base_url = base_url.rstrip("/") if base_url else None
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -119,8 +125,8 @@ class OpenAIChat(ChatClient):
             return None
         if not model:
             raise LLMConfigError(
-                f"ENGRAM_LLM_BASE_URL is set ({public_url(base_url or '')}) but ENGRAM_LLM_MODEL is not: set it to the model "
-                "name the server serves (GET /v1/models lists them)"
+                f"ENGRAM_LLM_BASE_URL is set ({public_url(base_url or '')}) but ENGRAM_LLM_MODEL is not: set it "
+                "to the model name the server serves (GET /v1/models lists them)"
             )
         api_key = env.get("OPENAI_API_KEY", "").strip() or None
         return cls(model, base_url=base_url, api_key=api_key, **options)
@@ -158,7 +164,10 @@ class OpenAIChat(ChatClient):
         # `post` sends the body as it is: `chat.completions.create` first walks it against the SDK's typed
         # parameters, which costs more CPU than the rest of a call; the HTTP, auth and errors are the same
         completion = await self._client.post(
-            "/chat/completions", cast_to=ChatCompletion, body=body, options={"headers": self._auth}
+            "/chat/completions",
+            cast_to=ChatCompletion,
+            body=body,
+            options={"headers": self._auth, "timeout": self.timeout},
         )
         if not isinstance(completion, ChatCompletion):
             raise LLMError(f"the LLM at {self.url} sent something other than a chat completion")

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
-from engram.retrieve.hipporag2 import FilterFn, GraphRanking, dense_ranking, kept_facts
+from engram.retrieve.hipporag2 import FilterFn, GraphRanking, dense_ranking, kept_facts_all
 from engram.retrieve.links import link_seeds
 from engram.retrieve.scoring import min_max, phrase_seeds, top_k
 
@@ -91,10 +91,9 @@ def hipporag2_default(
     results: list[GraphRanking | None] = []
     resets: list[FloatArray] = []
     pending: list[tuple[int, GraphRanking]] = []
-    for qi, query in enumerate(queries):
-        candidates, kept, kept_rows, filtered = kept_facts(
-            index, query, fact_scores[qi], config, recognition, config.seed_fact_top_k
-        )
+    picked = kept_facts_all(index, queries, fact_scores, config, recognition, config.seed_fact_top_k)
+    for qi in range(len(queries)):
+        candidates, kept, kept_rows, filtered = picked[qi]
         seed_rows, seed_weights = combined_seeds(index, links[qi], kept_rows, fact_scores[qi], config)
         if not len(seed_rows):
             rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)

@@ -64,6 +64,31 @@ def kept_facts(
     return candidates, _facts(index, kept_rows, scores), kept_rows, filtered
 
 
+def kept_facts_all(
+    index: GraphIndex,
+    queries: Sequence[str],
+    scores: npt.NDArray[np.float64],
+    config: RetrieveConfig,
+    recognition: FilterFn | None,
+    top: int | None = None,
+) -> list[tuple[list[Fact], list[Fact], list[int], bool]]:
+    """`kept_facts` for every query; a filter with a `many` method (`RecognitionFilter`) gets the whole
+    batch at once, so its LLM calls run concurrently."""
+    many = getattr(recognition, "many", None)
+    if recognition is None or not config.use_filter or not callable(many):
+        return [kept_facts(index, q, scores[qi], config, recognition, top) for qi, q in enumerate(queries)]
+    unfiltered = [kept_facts(index, q, scores[qi], config, None, top) for qi, q in enumerate(queries)]
+    asked = [qi for qi, (_, _, rows, _) in enumerate(unfiltered) if rows]
+    choices = many([(queries[qi], [index.tables.facts[i] for i in unfiltered[qi][2]]) for qi in asked])
+    out = list(unfiltered)
+    for qi, choice in zip(asked, choices):
+        if choice is not None:
+            candidates, _, rows, _ = unfiltered[qi]
+            kept_rows = [rows[i] for i in choice]
+            out[qi] = (candidates, _facts(index, kept_rows, scores[qi]), kept_rows, True)
+    return out
+
+
 def hipporag2(
     index: GraphIndex,
     query_vectors: npt.NDArray[np.float32],
@@ -80,8 +105,9 @@ def hipporag2(
     results: list[GraphRanking | None] = []
     resets: list[npt.NDArray[np.float64]] = []
     pending_graph: list[tuple[int, list[Fact], list[Fact], list[tuple[str, float]], bool]] = []
-    for qi, query in enumerate(queries):
-        candidates, kept, kept_rows, filtered = kept_facts(index, query, fact_scores[qi], config, recognition)
+    picked = kept_facts_all(index, queries, fact_scores, config, recognition)
+    for qi in range(len(queries)):
+        candidates, kept, kept_rows, filtered = picked[qi]
         if not kept_rows:
             rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
             results.append(GraphRanking(rows, scores, "dense", candidates, [], [], filtered))

@@ -9,14 +9,16 @@ discarded; nothing is ever mapped to the "closest" candidate.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-from engram.errors import ExtractionError
-from engram.llm.base import ChatModel, Message
-from engram.llm.failures import LLMTruncatedError
+from engram.errors import ExtractionError, LLMConfigError, LLMError
+from engram.llm import aio
+from engram.llm.base import ChatModel, Message, ask, concurrency_of
+from engram.llm.failures import LLMTimeoutError, LLMTruncatedError, LLMUnreachableError
 from engram.llm.jsonparse import parse_json_object
 from engram.text import normalize_phrase
 from engram.types import Triple
@@ -97,12 +99,17 @@ def recognition_filter(chat: ChatModel, query: str, candidates: Sequence[Triple]
     reply was unreadable (or cut off) twice, so the caller should fall back to the unfiltered candidates.
     LLM call failures (`LLMError`, including `LLMConfigError`) propagate.
     """
+    return aio.run(arecognition_filter(chat, query, candidates))
+
+
+async def arecognition_filter(chat: ChatModel, query: str, candidates: Sequence[Triple]) -> list[int] | None:
+    """`recognition_filter` as a coroutine on the shared loop."""
     if not candidates:
         return []
     messages = filter_messages(query, candidates)
     for attempt in range(2):
         try:
-            reply = chat.complete(messages, json=True)
+            reply = await ask(chat, messages, json=True)
         except LLMTruncatedError as error:
             reply, reason = error.text, "it was cut off at the length limit; keep fewer facts"
         else:
@@ -121,3 +128,45 @@ def recognition_filter(chat: ChatModel, query: str, candidates: Sequence[Triple]
             },
         ]
     return None
+
+
+class RecognitionFilter:
+    """The filter over a batch of queries: their calls run concurrently (as many as the chat model takes).
+
+    A failed call does not fail the retrieval: that query keeps its unfiltered candidates, a warning is
+    logged and `skipped[query]` says why. Once the LLM timed out or could not be reached, the batch's
+    remaining queries skip the filter at once (a user is waiting). `LLMConfigError` (bad model, key, URL)
+    still propagates: it needs fixing, not hiding."""
+
+    def __init__(self, chat: ChatModel) -> None:
+        self.chat = chat
+        self.skipped: dict[str, str] = {}
+
+    def __call__(self, query: str, candidates: Sequence[Triple]) -> list[int] | None:
+        return self.many([(query, candidates)])[0]
+
+    def many(self, items: Sequence[tuple[str, Sequence[Triple]]]) -> list[list[int] | None]:
+        return aio.run(self._many(list(items)))
+
+    async def _many(self, items: list[tuple[str, Sequence[Triple]]]) -> list[list[int] | None]:
+        slots = asyncio.Semaphore(concurrency_of(self.chat))
+        down: list[str] = []
+
+        async def one(query: str, candidates: Sequence[Triple]) -> list[int] | None:
+            async with slots:
+                if down:
+                    self.skipped[query] = down[0]
+                    return None
+                try:
+                    return await arecognition_filter(self.chat, query, candidates)
+                except LLMConfigError:
+                    raise
+                except LLMError as error:
+                    reason = f"the recognition filter did not run (unfiltered facts used): {error}"
+                    logger.warning("%s", reason)
+                    self.skipped[query] = reason
+                    if isinstance(error, (LLMTimeoutError, LLMUnreachableError)):
+                        down.append(reason)
+                    return None
+
+        return list(await asyncio.gather(*(one(q, c) for q, c in items)))

@@ -3,12 +3,15 @@ and the variants; the reader."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engram.errors import InputError
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.default import hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.query_ner import QueryEntities
-from engram.retrieve.results import filter_fn, from_ranking, ranked_passages
+from engram.retrieve.recognition import RecognitionFilter
+from engram.retrieve.results import from_ranking, ranked_passages
 from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
@@ -53,22 +56,26 @@ def retrieve(
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
             out.append(Retrieval(q, ranked_passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
         return out
+    recognition = RecognitionFilter(ctx.chat) if ctx.chat is not None and ctx.config.use_filter else None
     if method == "hipporag2-paper":
-        rankings = hipporag2(index, vectors, queries, ctx.config, k, filter_fn(ctx))
+        rankings = hipporag2(index, vectors, queries, ctx.config, k, recognition)
     else:
-        rankings = hipporag2_default(index, vectors, queries, ctx.config, k, filter_fn(ctx))
-    return [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+        rankings = hipporag2_default(index, vectors, queries, ctx.config, k, recognition)
+    results = [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+    skipped = recognition.skipped if recognition is not None else {}
+    return [replace(r, fallback_reason=skipped[r.query]) if r.query in skipped else r for r in results]
 
 
 def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -> list[Answer]:
     from engram.errors import LLMError
-    from engram.qa import read
+    from engram.qa import read_all
 
     if ctx.chat is None:
         raise LLMError("answering needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+    retrievals = retrieve(ctx, queries, k, method)
+    readings = read_all(ctx.chat, [(r.query, r.passages) for r in retrievals])  # concurrently
     out = []
-    for retrieval in retrieve(ctx, queries, k, method):
-        text, raw = read(ctx.chat, retrieval.query, retrieval.passages)
+    for retrieval, (text, raw) in zip(retrievals, readings):
         facts: list[Fact] = list(retrieval.facts)
         out.append(Answer(retrieval.query, text, retrieval.passages, facts, raw))
     return out
