@@ -43,9 +43,11 @@ def test_indexing_stops_when_the_llm_never_answers_and_keeps_finished_work(
     fake_llm.handler = handle
     chat = fake_llm.chat(timeout=0.3, max_retries=4, give_up_after=3)
     start = time.monotonic()
-    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=chat) as memory:
-        with pytest.raises(LLMUnreachableError, match="did not answer 3 requests in a row"):
-            memory.index(DOCS)
+    with (
+        Memory(tmp_path / "m", embedder=HashEmbedder(), llm=chat) as memory,
+        pytest.raises(LLMUnreachableError, match="did not answer 3 requests in a row"),
+    ):
+        memory.index(DOCS)
     assert time.monotonic() - start < 10  # three silent attempts, not every passage's every retry
     first_run = fake_llm.attempts
     fake_llm.handler = lambda request: openie_answer(request)
