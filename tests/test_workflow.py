@@ -174,7 +174,7 @@ def test_every_command_has_a_description_examples_and_only_its_flags() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {name: p.format_help() for name, p in sub.choices.items()}
-    for name in ("index", "extract", "delete", "sync", "retrieve", "ask", "stats"):
+    for name in ("index", "extract", "delete", "sync", "retrieve", "ask", "stats", "eval", "report", "demo"):
         assert "examples:" in helps[name] and f"engram {name}" in helps[name], name
         assert len(sub.choices[name].description or "") > 40, name
     assert "--top-k" in helps["retrieve"] and "passages to return" in helps["retrieve"]

@@ -8,7 +8,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from engram.cli.common import add_common, print_retrieval
+from engram.cli.common import add_common, command, print_retrieval
 from engram.eval.data import load_corpus, load_questions
 from engram.memory import Memory
 from engram.types import Retrieval
@@ -69,6 +69,14 @@ def _print_path(memory: Memory, graph: Retrieval, dense: Retrieval) -> None:
 
 
 def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = sub.add_parser("demo", help="an offline demo on a bundled corpus")
-    add_common(demo, memory=False)
+    demo = command(
+        sub,
+        "demo",
+        "an offline demo on a bundled corpus",
+        "Indexes a small bundled corpus with hand-written extractions (no LLM) into a temporary memory and\n"
+        "shows, for a few multi-hop questions, dense retrieval beside HippoRAG 2.",
+        """engram demo
+engram demo --embedder minilm:torch""",
+    )
+    add_common(demo, memory=False, llm=False, progress=False)
     demo.set_defaults(func=cmd_demo)

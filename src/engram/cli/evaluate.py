@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engram.cli.common import Bars, say
+from engram.cli.common import Bars, command, say
 from engram.cli.eval_args import add_eval_args, check_args, parse_methods, parse_weights, run_setup
 from engram.eval.loaders import load_dataset
 from engram.eval.report import compare_runs, comparison_table, recall_table, write_run
@@ -96,7 +96,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    add_eval_args(sub.add_parser("eval", help="measure recall on a corpus with gold passages"))
-    sub.choices["eval"].set_defaults(func=cmd_eval)
-    configure_report(sub.add_parser("report", help="compare eval runs (folders from `engram eval --out`)"))
-    sub.choices["report"].set_defaults(func=cmd_report)
+    evaluate = command(
+        sub,
+        "eval",
+        "measure recall on a corpus with gold passages",
+        "Indexes the corpus (into --memory, else a temporary memory), retrieves for every question with each\n"
+        "method, and reports recall@k (with --qa, exact match and F1 of the reader) and paired comparisons.",
+        """engram eval --corpus corpus.jsonl --questions questions.jsonl --extractions openie.jsonl --json
+engram eval --corpus corpus.jsonl --questions questions.jsonl --methods hipporag2,dense --out runs/a
+engram eval --corpus corpus.jsonl --questions questions.jsonl --continual 4""",
+    )
+    add_eval_args(evaluate)
+    evaluate.set_defaults(func=cmd_eval)
+    report = command(
+        sub,
+        "report",
+        "compare eval runs (folders from `engram eval --out`)",
+        "Puts the methods and metrics of the runs side by side.",
+        """engram report runs/a runs/b
+engram report runs/a runs/b --out comparison.md""",
+    )
+    configure_report(report)
+    report.set_defaults(func=cmd_report)
