@@ -37,13 +37,13 @@ class Running:
 
 
 @contextmanager
-def serve(settings: ServerSettings) -> Iterator[Running]:
+def serve(settings: ServerSettings, log_level: str = "warning") -> Iterator[Running]:
     """Start `create_app(settings)` under uvicorn in a thread; stop it on exit."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")
+    config = uvicorn.Config(create_app(settings), log_level=log_level, lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -67,7 +67,7 @@ def hash_settings(**options: Any) -> ServerSettings:
 
 def seeded_memory(path: Path) -> Path:
     """A memory of the five test documents with their hand-written extractions (hash embedder)."""
-    with Memory(path, embedder=HashEmbedder()) as memory:
+    with Memory(path, embedder=HashEmbedder(), llm=False) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
     return path
 

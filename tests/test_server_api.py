@@ -13,7 +13,7 @@ from server_helpers import error_of, hash_settings, seeded_memory, serve
 
 def test_every_read_route_on_one_memory(tmp_path: Path) -> None:
     path = seeded_memory(tmp_path / "m")
-    with Memory(path, embedder=HashEmbedder()) as memory:
+    with Memory(path, embedder=HashEmbedder(), llm=False) as memory:
         expected = memory.retrieve("Where was the founder of Acme Tools born?", top_k=3)[0]
         stats = memory.stats()
     with serve(hash_settings(memory=path)) as server, server.client() as http:

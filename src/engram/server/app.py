@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import engram
+from engram.errors import EngramError
 from engram.server.auth import Access
 from engram.server.errors import ApiError, api_error
 from engram.server.jobs import Jobs
@@ -84,12 +86,17 @@ def _add_error_handlers(app: FastAPI) -> None:
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return _error_response(ApiError(exc.status_code, kind, str(exc.detail)))
 
-    @app.exception_handler(Exception)
-    async def on_other(request: Request, exc: Exception) -> JSONResponse:
+    async def on_library_error(request: Request, exc: Exception) -> JSONResponse:
         error = api_error(exc)
         if error.status >= 500:
             log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _error_response(error)
+
+    # engram's errors are answered here; anything else reaches Starlette's last-resort handler below, which
+    # answers the same JSON 500 and lets uvicorn log the traceback
+    app.add_exception_handler(EngramError, on_library_error)
+    app.add_exception_handler(sqlite3.Error, on_library_error)
+    app.add_exception_handler(Exception, on_library_error)
 
 
 def _field(loc: Any) -> str:

@@ -103,8 +103,11 @@ class Registry:
         return self._embedders[key]
 
     def _llm(self, path: Path) -> ChatModel | None:
+        """The LLM from --llm-* options; None lets `Memory` resolve (and own) the one its settings name."""
         s = self.settings
-        return resolve_llm(path, s.llm_base_url, s.llm_model, max_concurrency=s.llm_concurrency)
+        if s.llm_base_url is None and s.llm_model is None and s.llm_concurrency is None:
+            return None
+        return resolve_llm(path, s.llm_base_url, s.llm_model, max_concurrency=s.llm_concurrency) or None
 
     def close(self) -> None:
         with self._lock:

@@ -3,6 +3,7 @@ worker threads: the routes are plain functions)."""
 
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -11,7 +12,7 @@ from fastapi.responses import StreamingResponse
 
 import engram
 from engram.server.auth import Access
-from engram.server.errors import api_error, bad_input
+from engram.server.errors import api_error, bad_input, not_found
 from engram.server.registry import check_name
 from engram.server.schemas import AddDocuments, AnswerRequest, RetrieveRequest, UpdateDocument
 from engram.server.service import Service, WriteResult
@@ -115,7 +116,18 @@ def build_router(service: Service, access: Access) -> APIRouter:
         access.check(key, found.memory)
         return service.wait(found, wait).as_json() if wait else found.as_json()
 
+    @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"], include_in_schema=False)
+    def unknown(rest: str) -> None:
+        """No route matched: a memory name holding '/' (`a/b`, `../x`) is a bad name, anything else a 404."""
+        named = _NAMED_ROUTE.fullmatch(rest)
+        if named:
+            check_name(named.group(1))
+        raise not_found(f"no route /v1/{rest}: see /docs for the API")
+
     return router
+
+
+_NAMED_ROUTE = re.compile(r"memories/(.+?)(?:/(?:documents|retrieve|answer|graph)(?:/.*)?)?")
 
 
 def _queries(body: RetrieveRequest) -> list[str]:

@@ -8,8 +8,6 @@ from typing import Any
 
 from engram.types import Answer, Fact, IndexReport, Retrieval, RetrievedPassage
 
-GRAPH_METHODS = ("hipporag2", "hipporag1", "hipporag2-ner-to-node")
-
 
 def passage_json(p: RetrievedPassage) -> dict[str, Any]:
     return {"id": p.id, "doc_id": p.doc_id, "title": p.title, "text": p.text, "score": p.score, "metadata": p.metadata}
@@ -19,21 +17,10 @@ def fact_json(f: Fact) -> dict[str, Any]:
     return {"subject": f.subject, "relation": f.relation, "object": f.object, "score": f.score}
 
 
-def fallback_reason(r: Retrieval, requested: str) -> str | None:
-    """Why a graph method answered with dense ranking instead, or None when it did not fall back."""
-    if requested == "dense" or r.method != "dense" or requested not in GRAPH_METHODS:
-        return None
-    if not r.candidate_facts:
-        return "no fact matched the query (no extracted facts yet: passages may be pending extraction)"
-    if r.filtered:
-        return "the recognition filter kept none of the candidate facts"
-    return "no fact was kept"
-
-
 def retrieval_json(r: Retrieval, requested: str) -> dict[str, Any]:
     """A `Retrieval` with the why: candidate facts, the facts the filter kept, seed phrases and weights,
     whether the filter ran and whether (and why) a graph method fell back to dense ranking."""
-    reason = fallback_reason(r, requested)
+    reason = r.fallback_reason or None
     return {
         "query": r.query,
         "method": r.method,
