@@ -3,8 +3,7 @@
 No torch and no `onnx` package are needed: the weights are read with numpy and the ModelProto is written
 with a small protobuf encoder. The graph is written in plain ONNX ops (opset 17) plus
 onnxruntime's BiasGelu, laid out so that onnxruntime's own graph optimiser fuses it well; it computes the
-same fp32 function as the PyTorch model (the last hidden state; pooling is left to the caller). Measured on a
-2-core CPU it was as fast as or faster than onnxruntime's fused Attention/SkipLayerNormalization kernels.
+same fp32 function as the PyTorch model (the last hidden state; pooling is left to the caller).
 """
 
 from __future__ import annotations
