@@ -133,6 +133,16 @@ def test_every_method_runs_and_ablations_differ(tmp_path: Path) -> None:
         p.id for p in results["hipporag2-paper"][0].passages
     ]  # without an LLM the filter never runs
 
+    def ranking(method: str) -> list[tuple[str, float]]:
+        return [(p.id, round(p.score, 9)) for r in results[method] for p in r.passages]
+
+    # each ablation changes what it says it changes, so its ranking (ids and scores) differs from the paper's
+    paper = ranking("hipporag2-paper")
+    ablations = ["hipporag2-ner-to-node", "hipporag2-query-to-node", "hipporag2-no-passage-nodes", "hipporag1"]
+    for method in ablations:
+        assert ranking(method) != paper, method
+    assert len({tuple(ranking(m)) for m in ablations}) == len(ablations)  # and from one another
+
 
 def test_no_passage_nodes_uses_the_filter(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     from fake_openai import task_of
