@@ -49,7 +49,7 @@ def main() -> int:
         print(f"index total {total:7.2f} s   (target <= 90 s)   [memory open {opened:.2f} s]")
         print(f"  embeddings {embed:7.2f} s")
         print(f"  all else   {total - embed:7.2f} s   (target < 10 s)")
-        for name in ("prepare", "import", "extract", "tables", "synonyms", "graph", "commit"):
+        for name in ("prepare", "import", "extract", "tables", "synonyms", "commit"):
             print(f"    {name:<9} {t.get(name, 0.0):6.2f} s")
         start = time.perf_counter()
         reopened = Memory(Path(tmp) / "m", embedder=memory.embedder)
@@ -62,9 +62,9 @@ def main() -> int:
 
 
 def measure_retrieval(memory: Memory, questions: list[str], repeat: int) -> None:
-    index = memory._current()
-    vectors = memory._embed_queries(questions)
-    config = memory.config.retrieve
+    ctx = memory.context()
+    index, config = ctx.view, ctx.config
+    vectors = ctx.embed_queries(questions)
     per_query = []
     for _ in range(repeat):
         for i, q in enumerate(questions):
