@@ -226,3 +226,16 @@ def test_sync_reports_failures(tmp_path: Path, fake_llm: FakeOpenAI, capsys: pyt
     code, _, err = run(capsys, "sync", str(notes), "--memory", mem, "--llm-base-url", fake_llm.base_url,
                        "--llm-model", "fake-model", "--strict")  # fmt: skip
     assert code == 3 and "1 passages failed extraction" in err
+
+
+def test_sync_renames_documents_of_the_old_id_scheme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Memories synced before ids carried the folder name: a sync replaces `a.md` by `notes/a.md`."""
+    from engram import Document, Memory
+    from engram.embed import HashEmbedder
+
+    notes, mem = make_notes(tmp_path), tmp_path / "m"
+    old = {"sync_root": str(notes.resolve())}
+    with Memory(mem, embedder=HashEmbedder()) as memory:
+        memory.index([Document("a.md", "Alice keeps bees in Lyon.", "a", old)])
+    code, out, _ = run(capsys, "sync", str(notes), "--memory", str(mem))
+    assert code == 0 and out.split() == ["added", "notes/a.md", "added", "notes/b.txt", "deleted", "a.md"]
