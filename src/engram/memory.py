@@ -14,6 +14,7 @@ from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder, Vectors
 from engram.errors import InputError, LLMError, MemoryFormatError
 from engram.extract.importers import ExtractionSet, as_extraction_set
+from engram.extract.offline import OfflineSession, resolve_extractor
 from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
@@ -44,7 +45,8 @@ class Memory:
     default) for the one the environment and config files configure, exactly as the CLI resolves it
     (`engram.settings.resolve_llm`: ENGRAM_LLM_BASE_URL, ENGRAM_LLM_MODEL, ...; none configured means no LLM),
     or False for no LLM. Without an LLM passages are indexed as pending (found by dense and BM25 search only)
-    and the recognition filter is skipped.
+    and the recognition filter is skipped. `extractor="spacy"` (or $ENGRAM_EXTRACTOR) builds the graph without
+    an LLM: triples from a dependency parse (`engram.extract.offline`, the `nlp` extra).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class Memory:
         llm: ChatModel | Literal[False] | None = None,
         config: MemoryConfig | None = None,
         create: bool = True,
+        extractor: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.embedder = resolve_embedder(embedder, Path(path))
@@ -66,7 +69,9 @@ class Memory:
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
         self._live = LiveIndex(self.path, self._store, self.embedder, self._model_key, self.config.graph)
         self._session: LLMSession | None = None
-        self._writer = Writer(self._store, self._live, self.config.chunk, self._llm_session)
+        self.extractor = resolve_extractor(extractor)
+        self._offline: OfflineSession | None = None
+        self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
 
     def _open_directory(self, create: bool) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -195,6 +200,14 @@ class Memory:
             self._flush_llm()
             self._session = LLMSession(self._store, self.llm)
         return self._session
+
+    def _extraction_session(self) -> LLMSession | OfflineSession | None:
+        """Who extracts new passages: the offline extractor with `extractor="spacy"`, else the LLM (if any)."""
+        if self.extractor == "spacy":
+            if self._offline is None:
+                self._offline = OfflineSession(self._store)
+            return self._offline
+        return self._llm_session()
 
     def _flush_llm(self) -> None:
         if self._session is not None:

@@ -48,7 +48,9 @@ def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
     if hasattr(args, "llm_model"):
         concurrency = getattr(args, "llm_concurrency", None)
         llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=concurrency)
-    return Memory(path, embedder=args.embedder, llm=llm if llm is not None else False, create=create)
+    extractor = getattr(args, "extractor", None)
+    chat = llm if llm is not None else False
+    return Memory(path, embedder=args.embedder, llm=chat, create=create, extractor=extractor)
 
 
 def memory_line(s: dict[str, int]) -> str:
@@ -70,7 +72,7 @@ def report_index(report: IndexReport, verb: str = "indexed") -> None:
     else:
         say(f"{verb} {report.documents} documents; {memory_line(report.stats)}")
     if verb == "indexed" and (report.imported or report.extracted or report.failed):
-        say(f"extractions: {report.imported} imported, {report.extracted} by the LLM, {report.failed} failed")
+        say(f"extractions: {report.imported} imported, {report.extracted} extracted, {report.failed} failed")
     if report.dropped_triples:
         say(f"dropped {report.dropped_triples} malformed triples")
     for doc_id, reason in report.skipped.items():

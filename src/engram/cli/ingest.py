@@ -130,6 +130,12 @@ engram index notes/ --memory my.engram --strict           # exit 3 when passages
     add_common(index)
     index.add_argument("paths", nargs="+", help="files or folders")
     index.add_argument("--extractions", help="precomputed extractions (JSONL or HippoRAG OpenIE JSON)")
+    index.add_argument(
+        "--extractor",
+        choices=["llm", "spacy"],
+        help="who extracts passages without precomputed extractions: the LLM (default; pending without one) or "
+        "spaCy offline (pip install 'engram[nlp]'); default $ENGRAM_EXTRACTOR or llm",
+    )
     add_run_args(index, chunking=True)
     add_strict(index)
     index.set_defaults(func=cmd_index)

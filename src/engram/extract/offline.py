@@ -21,13 +21,15 @@ The result has the shape an LLM extraction has (`ExtractionOutcome`): entities a
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.errors import MissingDependencyError
+from engram.errors import InputError, MissingDependencyError
 from engram.extract.openie import ExtractionOutcome
+from engram.extract.runner import ExtractionRun, unfinished
 from engram.store.records import PassageRow, RecordStore
 from engram.text import normalize_phrase
 from engram.types import Triple
@@ -90,6 +92,33 @@ class OfflineExtractor:
 
 def is_offline_source(source: str) -> bool:
     return source.startswith(SOURCE_PREFIX)
+
+
+EXTRACTORS = ("llm", "spacy")
+
+
+def resolve_extractor(name: str | None) -> str:
+    """`name`, else $ENGRAM_EXTRACTOR, else "llm" (extract with the configured LLM, or leave passages
+    pending without one); "spacy" extracts offline. An unknown name is an InputError listing the choices."""
+    chosen = (name or os.environ.get("ENGRAM_EXTRACTOR") or "llm").strip().lower()
+    if chosen not in EXTRACTORS:
+        raise InputError(f"unknown extractor {chosen!r}: use one of {', '.join(EXTRACTORS)}")
+    return chosen
+
+
+class OfflineSession:
+    """The writer's extraction step without an LLM: what `LLMSession.extract` does, with the offline
+    extractor (no tokens, no failures; the budget does not apply)."""
+
+    def __init__(self, store: RecordStore, extractor: OfflineExtractor | None = None) -> None:
+        self.store = store
+        self.extractor = extractor or OfflineExtractor()
+
+    def extract(
+        self, passages: Sequence[PassageRow], progress: Progress | None = None, max_tokens: int | None = None
+    ) -> ExtractionRun:
+        done = extract_offline(self.store, self.extractor, unfinished(self.store, passages), progress)
+        return ExtractionRun(done=done)
 
 
 # --- phrases ------------------------------------------------------------------------------------------

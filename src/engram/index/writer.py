@@ -7,11 +7,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from engram.errors import InputError
 from engram.extract.importers import ExtractionSet
 from engram.extract.planning import passage_token_budget
-from engram.extract.session import LLMSession
+from engram.extract.runner import ExtractionRun
 from engram.index.live import LiveIndex
 from engram.index.pipeline import apply_extractions, staged_writes
 from engram.index.state import IndexState
@@ -23,15 +24,24 @@ from engram.text import ChunkConfig, clean_text
 from engram.types import Document, IndexReport, Progress
 
 
+class Extracting(Protocol):
+    """What the writer needs of an extraction session: `engram.extract.session.LLMSession` (the LLM) or
+    `engram.extract.offline.OfflineSession` (spaCy)."""
+
+    def extract(
+        self, passages: Sequence[PassageRow], progress: Progress | None = None, max_tokens: int | None = None
+    ) -> ExtractionRun: ...
+
+
 class Writer:
-    """`session()` returns the LLM session of the moment (None without an LLM)."""
+    """`session()` returns the extraction session of the moment (None: passages stay pending)."""
 
     def __init__(
         self,
         store: RecordStore,
         live: LiveIndex,
         chunk: ChunkConfig,
-        session: Callable[[], LLMSession | None],
+        session: Callable[[], Extracting | None],
     ) -> None:
         self.store, self.live, self.chunk, self.session = store, live, chunk, session
 
