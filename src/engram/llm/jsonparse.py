@@ -17,6 +17,15 @@ from engram.errors import ExtractionError
 _FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _CLOSERS = "}]"
+MAX_ECHO_CHARS = 2000  # how much of an unreadable reply a repair request sends back
+
+
+def echo(reply: str) -> str:
+    """What a repair request sends back of an unreadable reply: at most `MAX_ECHO_CHARS` characters (a runaway
+    reply of megabytes must not be sent back to the server, nor cost its tokens again)."""
+    if len(reply) <= MAX_ECHO_CHARS:
+        return reply
+    return f"{reply[:MAX_ECHO_CHARS]}\n[... {len(reply) - MAX_ECHO_CHARS} more characters cut]"
 
 
 def parse_json_object(text: str) -> dict[str, Any]:

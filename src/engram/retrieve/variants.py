@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from engram.errors import InputError
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.query_ner import QueryEntities, query_entities
+from engram.retrieve.query_ner import QueryEntities, query_entities_many
 from engram.text import normalize_phrase
 from engram.types import Retrieval
 
@@ -34,14 +34,11 @@ def resolve_entities(ctx: RetrievalContext, queries: Sequence[str], given: Query
             "this method needs the query's named entities: configure an LLM or pass query_entities "
             "(engram eval --query-entities FILE)"
         )
-    out: list[list[str]] = []
-    for query in queries:
-        if given is not None and query in given:
-            out.append([str(e) for e in given[query]])
-        elif ctx.chat is not None:
-            out.append(query_entities(ctx.chat, query))
-        else:
-            out.append([])
+    out: list[list[str]] = [[str(e) for e in given[q]] if given is not None and q in given else [] for q in queries]
+    asked = [i for i, q in enumerate(queries) if given is None or q not in given]
+    if ctx.chat is not None and asked:  # the LLM's calls of the batch run concurrently
+        for i, entities in zip(asked, query_entities_many(ctx.chat, [queries[i] for i in asked])):
+            out[i] = entities
     return out
 
 
