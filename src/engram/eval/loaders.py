@@ -67,6 +67,8 @@ def _read_any(path: Path) -> list[dict[str, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError:
         return read_jsonl(path)
+    except RecursionError as exc:
+        raise InputError(f"cannot read {path}: JSON nested too deeply") from exc
     rows = data if isinstance(data, list) else [data]
     if not all(isinstance(r, dict) for r in rows):
         raise InputError(f"{path}: expected JSON objects")

@@ -59,6 +59,8 @@ def load_extractions(path: str | Path) -> ExtractionSet:
             data = json.loads(raw)
         except json.JSONDecodeError:
             data = None
+        except RecursionError as exc:
+            raise InputError(f"cannot read extractions file {path}: JSON nested too deeply") from exc
         if isinstance(data, dict) and isinstance(data.get("docs"), list):
             return _from_hipporag(data["docs"], path)
     out = ExtractionSet(source=f"import:{path.name}")
@@ -69,6 +71,8 @@ def load_extractions(path: str | Path) -> ExtractionSet:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise InputError(f"{path}:{number}: JSON nested too deeply to read") from exc
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
             raise InputError(f"{path}:{number}: each line needs an 'id' string, 'entities' and 'triples'")
         out.by_id[row["id"]] = _record(row.get("entities"), row.get("triples", []), f"{path}:{number}")

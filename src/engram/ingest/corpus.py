@@ -23,6 +23,8 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+            except RecursionError as exc:
+                raise InputError(f"{path}:{number}: JSON nested too deeply to read") from exc
             if not isinstance(row, dict):
                 raise InputError(f"{path}:{number}: each line must be a JSON object")
             rows.append(row)
@@ -36,8 +38,10 @@ def load_corpus(path: str | Path) -> list[Document]:
     if path.suffix == ".json":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             raise InputError(f"cannot read {path} as JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise InputError(f"cannot read {path}: JSON nested too deeply") from exc
         rows = data if isinstance(data, list) else [data]
     else:
         rows = read_jsonl(path)

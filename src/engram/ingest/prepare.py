@@ -34,11 +34,38 @@ def as_document(item: object) -> Document:
         )
     if not isinstance(doc.id, str) or not doc.id.strip():
         raise InputError("a document id must be a non-empty string")
+    _check_unicode(doc.id, f"document id {doc.id!r}")
     if not isinstance(doc.text, str):
         raise InputError(f"document {doc.id!r}: text must be str, not {type(doc.text).__name__}")
     if "\x00" in doc.text:
         raise InputError(f"document {doc.id!r} contains NUL bytes: it looks binary; index text only")
+    if doc.title is not None:
+        if not isinstance(doc.title, str):
+            raise InputError(f"document {doc.id!r}: title must be a string or None, not {type(doc.title).__name__}")
+        _check_unicode(doc.title, f"the title of document {doc.id!r}")
+    _check_metadata(doc)
     return doc
+
+
+def _check_unicode(value: str, what: str) -> None:
+    """Refuse lone surrogates (text decoded with errors="surrogateescape", JSON "\\ud800"): they cannot be stored."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{what} holds a lone surrogate (U+{ord(value[exc.start]):04X}): it is not valid text"
+        ) from None
+
+
+def _check_metadata(doc: Document) -> None:
+    if not isinstance(doc.metadata, Mapping):
+        raise InputError(f"document {doc.id!r}: metadata must be a dict, not {type(doc.metadata).__name__}")
+    try:
+        json.dumps(dict(doc.metadata), ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(
+            f"document {doc.id!r}: metadata must be JSON (strings, numbers, lists, dicts): {exc}"
+        ) from None
 
 
 def document_hash(doc: Document) -> str:

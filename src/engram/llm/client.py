@@ -21,6 +21,7 @@ from engram.llm.failures import ChatFailures, LLMTruncatedError, LLMUnreachableE
 from engram.llm.limits import RateLimiter
 from engram.llm.retry import RetryPolicy, with_retries
 from engram.llm.usage import LLMUsage, UsageCounter
+from engram.text import valid_unicode
 from engram.tokens import count_tokens, message_tokens
 
 C = TypeVar("C", bound="ChatClient")
@@ -221,9 +222,9 @@ class ChatClient:
         if result.finish_reason == "length":
             raise LLMTruncatedError(
                 f"the reply of {self.model} was cut off at the token limit (max_tokens={request.max_tokens})",
-                result.text,
+                valid_unicode(result.text),
             )
-        return result.text
+        return valid_unicode(result.text)  # a reply with lone surrogates could not be cached or echoed
 
     def response_format_for(self, request: ChatRequest) -> dict[str, Any] | None:
         """The `response_format` to send: a JSON schema when asked for and given, else a JSON object."""

@@ -75,6 +75,8 @@ async def with_retries(
             last = error
         except openai.OpenAIError as error:
             raise failures.unexpected(error) from error
+        except ValueError as error:  # a reply the SDK cannot decode (bytes that are not UTF-8, not JSON)
+            raise failures.unexpected(error) from error
         if attempt >= policy.max_retries:
             raise failures.exhausted(last, attempt + 1) from last
         wait = policy.wait(attempt, last)

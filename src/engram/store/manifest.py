@@ -45,8 +45,10 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = directory / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise MemoryFormatError(f"{path} cannot be read as an engram manifest: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
+        raise MemoryFormatError(
+            f"{path} cannot be read as an engram manifest ({exc}); it is damaged: restore it from a backup"
+        ) from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise MemoryFormatError(f"{directory} is not an engram memory (no '{FORMAT_NAME}' manifest)")
     version = manifest.get("version")
