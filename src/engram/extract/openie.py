@@ -20,9 +20,9 @@ from typing import Any
 
 from engram.errors import ExtractionError, LLMConfigError, LLMError
 from engram.llm import aio
-from engram.llm.base import ChatModel, Message, is_async_chat
+from engram.llm.base import ChatModel, Message
 from engram.llm.failures import LLMTruncatedError, LLMUnreachableError
-from engram.llm.jsonparse import echo, parse_json_object
+from engram.llm.json_reply import JsonRequest, aask_json, ask_for_json
 from engram.text import normalize_phrase
 from engram.types import Triple
 
@@ -194,48 +194,19 @@ TRIPLE_SCHEMA: dict[str, Any] = {
 }
 
 
-async def _ask(chat: ChatModel, messages: list[Message], schema: Mapping[str, Any] | None) -> str:
-    if is_async_chat(chat):
-        return await chat.acomplete(messages, json=True, schema=schema)
-    return await aio.to_thread(chat.complete, messages, json=True)
-
-
-async def _ask_json(
-    chat: ChatModel, messages: list[Message], read: Callable[[dict[str, Any]], Any], schema: dict[str, Any]
-) -> Any:
-    """Ask, parse with `read`; on an unreadable reply ask once more with the reason. Raises
-    `ExtractionError` when the second reply is unreadable too."""
-    for attempt in range(2):
-        try:
-            reply = await _ask(chat, messages, schema)
-        except LLMTruncatedError as error:
-            reply, reason = error.text, "it was cut off at the length limit; write a shorter reply"
-        else:
-            try:
-                return read(parse_json_object(reply))
-            except ExtractionError as error:
-                reason = str(error)
-        logger.debug("unreadable extraction reply (attempt %d): %s", attempt + 1, reason)
-        if attempt == 1:
-            raise ExtractionError(reason)
-        messages = [
-            *messages,
-            {"role": "assistant", "content": echo(reply)},
-            {
-                "role": "user",
-                "content": f"Your reply could not be used: {reason}. Reply again with the "
-                "JSON object only, in the shape asked for.",
-            },
-        ]
-    raise AssertionError("unreachable")
+EXTRACTION_REQUEST = JsonRequest(
+    what="extraction reply",
+    cut_off="it was cut off at the length limit; write a shorter reply",
+    again="Reply again with the JSON object only, in the shape asked for.",
+)
 
 
 async def aextract_passage(chat: ChatModel, text: str, title: str | None = None) -> ExtractionOutcome:
     """`extract_passage` as a coroutine on the shared loop (`engram.llm.aio`)."""
     try:
-        entities: list[str] = await _ask_json(chat, ner_messages(text, title), _read_entities, ENTITY_SCHEMA)
-        triples, dropped = await _ask_json(
-            chat, triple_messages(text, entities, title), _read_triples, TRIPLE_SCHEMA
+        entities = await aask_json(chat, ner_messages(text, title), _read_entities, EXTRACTION_REQUEST, ENTITY_SCHEMA)
+        triples, dropped = await aask_json(
+            chat, triple_messages(text, entities, title), _read_triples, EXTRACTION_REQUEST, TRIPLE_SCHEMA
         )
     except (LLMConfigError, LLMUnreachableError):
         raise
@@ -317,7 +288,7 @@ class _Watched:
         schema: Mapping[str, Any] | None = None,
     ) -> str:
         try:
-            reply = await _ask(self.chat, messages, schema)
+            reply = await ask_for_json(self.chat, messages, schema)
         except LLMTruncatedError:
             self.answered.set()
             raise

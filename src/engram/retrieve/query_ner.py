@@ -3,15 +3,17 @@ JSON output, one repair retry) or from a file written beforehand."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from engram.errors import ExtractionError, InputError
-from engram.llm.base import ChatModel, Message
-from engram.llm.failures import LLMTruncatedError
-from engram.llm.jsonparse import echo, parse_json_object
+from engram.llm import aio
+from engram.llm.base import ChatModel, Message, concurrency_of
+from engram.llm.json_reply import JsonRequest, aask_json
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,11 @@ def query_ner_messages(query: str) -> list[Message]:
     ]
 
 
-def _entities(reply: str) -> list[str]:
-    raw = parse_json_object(reply).get("entities")
+QUERY_NER_REQUEST = JsonRequest(what="query NER reply")
+
+
+def _entities(reply: dict[str, Any]) -> list[str]:
+    raw = reply.get("entities")
     if not isinstance(raw, list):
         raise ExtractionError('the JSON object has no "entities" list')
     out: list[str] = []
@@ -54,24 +59,30 @@ def _entities(reply: str) -> list[str]:
 def query_entities(chat: ChatModel, query: str) -> list[str]:
     """The entities the LLM finds in `query`; [] when its reply is unreadable twice. LLM call failures
     (`LLMError`) propagate."""
-    messages = query_ner_messages(query)
-    for attempt in range(2):
-        try:
-            reply = chat.complete(messages, json=True)
-        except LLMTruncatedError as error:
-            reply, reason = error.text, "it was cut off at the length limit"
-        else:
-            try:
-                return _entities(reply)
-            except ExtractionError as error:
-                reason = str(error)
-        logger.debug("unreadable query NER reply (attempt %d): %s", attempt + 1, reason)
-        messages = [
-            *messages,
-            {"role": "assistant", "content": echo(reply)},
-            {"role": "user", "content": f"Your reply could not be used: {reason}. Reply with the JSON object only."},
-        ]
-    return []
+    return aio.run(aquery_entities(chat, query))
+
+
+async def aquery_entities(chat: ChatModel, query: str) -> list[str]:
+    """`query_entities` as a coroutine on the shared loop."""
+    try:
+        return await aask_json(chat, query_ner_messages(query), _entities, QUERY_NER_REQUEST)
+    except ExtractionError:
+        return []
+
+
+def query_entities_many(chat: ChatModel, queries: Sequence[str]) -> list[list[str]]:
+    """`query_entities` of each query, their calls run concurrently (as many as the chat model takes)."""
+    return aio.run(_many(chat, list(queries)))
+
+
+async def _many(chat: ChatModel, queries: list[str]) -> list[list[str]]:
+    slots = asyncio.Semaphore(concurrency_of(chat))
+
+    async def one(query: str) -> list[str]:
+        async with slots:
+            return await aquery_entities(chat, query)
+
+    return list(await asyncio.gather(*(one(q) for q in queries)))
 
 
 def load_query_entities(path: str | Path) -> dict[str, list[str]]:

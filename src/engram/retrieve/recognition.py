@@ -17,9 +17,9 @@ from typing import Any
 
 from engram.errors import ExtractionError, LLMConfigError, LLMError
 from engram.llm import aio
-from engram.llm.base import ChatModel, Message, ask, concurrency_of
-from engram.llm.failures import LLMTimeoutError, LLMTruncatedError, LLMUnreachableError
-from engram.llm.jsonparse import echo, parse_json_object
+from engram.llm.base import ChatModel, Message, concurrency_of
+from engram.llm.failures import LLMTimeoutError, LLMUnreachableError
+from engram.llm.json_reply import JsonRequest, aask_json
 from engram.text import normalize_phrase
 from engram.types import Triple
 
@@ -41,6 +41,11 @@ _EXAMPLE_CANDIDATES: list[Triple] = [
     ("Oslo", "is the capital of", "Norway"),
 ]
 _EXAMPLE_KEPT = [list(_EXAMPLE_CANDIDATES[0]), list(_EXAMPLE_CANDIDATES[2])]
+FILTER_REQUEST = JsonRequest(
+    what="recognition reply",
+    cut_off="it was cut off at the length limit; keep fewer facts",
+    again='Reply again with the JSON object only, shaped {"facts": [...]}.',
+)
 
 
 def _ask(query: str, candidates: Sequence[Triple]) -> str:
@@ -106,28 +111,12 @@ async def arecognition_filter(chat: ChatModel, query: str, candidates: Sequence[
     """`recognition_filter` as a coroutine on the shared loop."""
     if not candidates:
         return []
-    messages = filter_messages(query, candidates)
-    for attempt in range(2):
-        try:
-            reply = await ask(chat, messages, json=True)
-        except LLMTruncatedError as error:
-            reply, reason = error.text, "it was cut off at the length limit; keep fewer facts"
-        else:
-            try:
-                return _kept_indices(parse_json_object(reply), candidates)
-            except ExtractionError as error:
-                reason = str(error)
-        logger.debug("unreadable recognition reply (attempt %d): %s", attempt + 1, reason)
-        messages = [
-            *messages,
-            {"role": "assistant", "content": echo(reply)},
-            {
-                "role": "user",
-                "content": f"Your reply could not be used: {reason}. Reply again with the JSON object only, "
-                'shaped {"facts": [...]}.',
-            },
-        ]
-    return None
+    try:
+        return await aask_json(
+            chat, filter_messages(query, candidates), lambda reply: _kept_indices(reply, candidates), FILTER_REQUEST
+        )
+    except ExtractionError:
+        return None
 
 
 class RecognitionFilter:
