@@ -156,7 +156,9 @@ class Memory:
         max_tokens: int | None = None,
         max_input_tokens: int | None = None,
     ) -> IndexReport:
-        """Add documents. Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG
+        """Add documents, and update those stored under the same id with other content (`report.added`,
+        `report.updated`; unchanged ones are counted in `report.unchanged`). Passages get their extraction
+        from `extractions` (engram/shared JSONL or HippoRAG
         OpenIE JSON, a path or loaded), else from the LLM when one is configured, else stay pending.
         Only what is new is extracted, embedded and linked; queries on this Memory see it at once.
 

@@ -6,8 +6,9 @@ import argparse
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from engram.llm.base import ChatModel
 from engram.memory import Memory
 from engram.settings import resolve_llm
 from engram.types import IndexReport, Retrieval
@@ -49,7 +50,7 @@ def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
         concurrency = getattr(args, "llm_concurrency", None)
         llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=concurrency)
     extractor = getattr(args, "extractor", None)
-    chat = llm if llm is not None else False
+    chat: ChatModel | Literal[False] = llm if llm is not None else False
     return Memory(path, embedder=args.embedder, llm=chat, create=create, extractor=extractor)
 
 
