@@ -19,6 +19,7 @@ import numpy as np
 
 from engram import Memory
 from engram.eval.data import load_corpus, load_questions
+from engram.retrieve.default import hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
@@ -62,24 +63,26 @@ def main() -> int:
 
 
 def measure_retrieval(memory: Memory, questions: list[str], repeat: int) -> None:
-    ctx = memory.context()
-    index, config = ctx.view, ctx.config
-    vectors = ctx.embed_queries(questions)
-    per_query = []
-    for _ in range(repeat):
-        for i, q in enumerate(questions):
-            start = time.perf_counter()
-            hipporag2(index, vectors[i : i + 1], [q], config, k=10)
-            per_query.append((time.perf_counter() - start) * 1000)
-    start = time.perf_counter()
-    hipporag2(index, vectors, questions, config, k=10)
-    batched = (time.perf_counter() - start) * 1000 / len(questions)
+    index = memory._current()
+    vectors = memory._embed_queries(questions)
+    config = memory.config.retrieve
+    for name, method in (("hipporag2", hipporag2_default), ("hipporag2-paper", hipporag2)):
+        method(index, vectors[:1], questions[:1], config, 10)  # per-view caches (query-link lookup) built once
+        per_query = []
+        for _ in range(repeat):
+            for i, q in enumerate(questions):
+                start = time.perf_counter()
+                method(index, vectors[i : i + 1], [q], config, 10)
+                per_query.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        method(index, vectors, questions, config, 10)
+        batched = (time.perf_counter() - start) * 1000 / len(questions)
+        print(f"{name} retrieval, excluding query embedding: p50 {statistics.median(per_query):.2f} ms, "
+              f"p90 {np.percentile(per_query, 90):.2f} ms per query (target p50 < 10 ms); "
+              f"batched {batched:.2f} ms/query")
     start = time.perf_counter()
     memory.retrieve(questions, top_k=10)
     full = (time.perf_counter() - start) * 1000 / len(questions)
-    print(f"hipporag2 retrieval, excluding query embedding: p50 {statistics.median(per_query):.2f} ms, "
-          f"p90 {np.percentile(per_query, 90):.2f} ms per query (target p50 < 10 ms); "
-          f"batched {batched:.2f} ms/query")
     print(f"memory.retrieve incl. query embedding: {full:.2f} ms/query (batch of {len(questions)})")
 
 
