@@ -185,13 +185,18 @@ class Memory:
         report.pending, report.dropped_triples = report.stats["pending"], self._live.dropped()
         return report
 
-    def extract(self, progress: Progress | None = None, max_tokens: int | None = None) -> IndexReport:
+    def extract(
+        self, progress: Progress | None = None, max_tokens: int | None = None, redo: str | None = None
+    ) -> IndexReport:
         """Run the LLM on pending and failed passages, then add their triples to the graph. `max_tokens`
-        caps the LLM tokens spent (`report.budget_reached`; run it again to resume)."""
+        caps the LLM tokens spent (`report.budget_reached`; run it again to resume). `redo="other"` also
+        re-extracts the passages whose extraction another extractor made (another model or prompt version, the
+        offline extractor, an import); `redo="all"` re-extracts everything, asking the model again rather than
+        replaying cached replies. A passage whose re-extraction fails keeps its earlier triples."""
         if self.llm is None:
             raise LLMError("no LLM configured: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
         report = IndexReport()
-        self._writer.extract_into(report, progress, max_tokens)
+        self._writer.extract_into(report, progress, max_tokens, redo)
         return self._finish(report)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------

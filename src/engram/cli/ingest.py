@@ -65,7 +65,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     bars = Bars(args.progress)
     with open_memory(args) as memory:
         try:
-            report = memory.extract(progress=bars, max_tokens=args.max_tokens)
+            report = memory.extract(progress=bars, max_tokens=args.max_tokens, redo=args.redo)
         finally:
             bars.close()
         report_index(report, "extracted")
@@ -145,9 +145,16 @@ engram index notes/ --memory my.engram --strict           # exit 3 when passages
         "run the LLM on pending and failed passages",
         "Passages indexed without an LLM, or whose extraction failed, are extracted and linked into the graph.",
         """engram extract --memory my.engram --llm-base-url http://localhost:8000/v1 --llm-model qwen
-engram extract --memory my.engram --max-tokens 200000 --strict""",
+engram extract --memory my.engram --max-tokens 200000 --strict
+engram extract --memory my.engram --llm-model bigger-model --redo other   # re-extract what another model made""",
     )
     add_common(extract)
+    extract.add_argument(
+        "--redo",
+        choices=["other", "all"],
+        help="also re-extract finished passages: 'other' those another extractor made (another model or prompt "
+        "version, spaCy, an import), 'all' every passage, asking the LLM again instead of using cached replies",
+    )
     add_run_args(extract, chunking=False)
     add_strict(extract)
     extract.set_defaults(func=cmd_extract)

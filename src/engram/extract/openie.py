@@ -33,6 +33,17 @@ MAX_ENTITIES = 100  # entities kept per passage
 MAX_TRIPLES = 200  # triples kept per passage (the rest are counted as dropped)
 MAX_PHRASE_CHARS = 200  # a longer "phrase" (entity, subject, relation or object) is dropped
 
+# The version of the prompts below (and of how replies are read). Change it whenever they change: a memory
+# records "MODEL-IDENTITY PROMPT_VERSION" with each LLM extraction, and `engram extract --redo other`
+# re-extracts what another model or another prompt version made.
+PROMPT_VERSION = "openie/1"
+
+
+def extractor_identity(model_identity: str) -> str:
+    """What a memory records as the source of an extraction made by the model `model_identity`."""
+    return f"{model_identity} {PROMPT_VERSION}"
+
+
 NER_SYSTEM = (
     "You find the named entities in a passage, to build a knowledge graph. List every specific thing the "
     "passage names: people, organisations, places, works, events, products, dates and quantities. Write "

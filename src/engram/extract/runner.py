@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engram.extract.openie import ExtractionOutcome, extract_many
+from engram.extract.openie import ExtractionOutcome, extract_many, extractor_identity
 from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import LLMUsage, UsageLedger, usage_of
@@ -64,12 +64,18 @@ def extract_pending(
     *,
     max_tokens: int | None = None,
     ledger: UsageLedger | None = None,
+    redo: bool = False,
 ) -> ExtractionRun:
-    """Extract the passages of `passages` that have no finished extraction. `chat` is wrapped in a
-    `CachedChat` on `store` unless it is one already. `ledger` (if given) is flushed as results arrive."""
+    """Extract the passages of `passages` that have no finished extraction (with `redo`: all of them, each
+    content once; a passage whose re-extraction fails keeps its finished extraction). `chat` is wrapped in a
+    `CachedChat` on `store` unless it is one already. `ledger` (if given) is flushed as results arrive. Results
+    are recorded under `extractor_identity(chat.identity)`."""
     cached = chat if isinstance(chat, CachedChat) else CachedChat(chat, store)
-    todo = unfinished(store, passages)
+    todo = list({p.content_hash: p for p in passages}.values()) if redo else unfinished(store, passages)
+    earlier = store.extractions_for([p.content_hash for p in todo]) if redo else {}
+    keep = {digest for digest, row in earlier.items() if row.status == "done"}  # a failed redo keeps these
     by_id = {p.id: p for p in todo}
+    source = extractor_identity(cached.identity)
     run = ExtractionRun()
     start = usage_of(cached)
     last_flush = time.monotonic()
@@ -81,10 +87,11 @@ def extract_pending(
         nonlocal last_flush
         digest = by_id[passage_id].content_hash
         if outcome.error:
-            store.put_failure(digest, outcome.error, cached.identity)
+            if digest not in keep:
+                store.put_failure(digest, outcome.error, source)
             run.failed += 1
         else:
-            store.put_extractions([(digest, outcome.entities, outcome.triples, outcome.dropped)], cached.identity)
+            store.put_extractions([(digest, outcome.entities, outcome.triples, outcome.dropped)], source)
             run.done += 1
         if ledger is not None and time.monotonic() - last_flush >= FLUSH_SECONDS:
             ledger.flush()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engram.extract.openie import extractor_identity
 from engram.extract.planning import ExtractionEstimate, estimate_extraction
 from engram.extract.runner import ExtractionRun, extract_pending, unfinished
 from engram.llm.base import ChatModel
@@ -32,6 +33,25 @@ class LLMSession:
         """Extract the unfinished ones of `passages` through the cache, within `max_tokens` (see
         `engram.extract.runner`)."""
         return extract_pending(self.store, self.chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger)
+
+    @property
+    def identity(self) -> str:
+        """The source this session records with its extractions (model identity and prompt version)."""
+        return extractor_identity(self.llm.identity)
+
+    def redo(
+        self,
+        passages: Sequence[PassageRow],
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
+        fresh: bool = False,
+    ) -> ExtractionRun:
+        """Extract `passages` again, finished or not. With `fresh` the response cache is not read (the model
+        is asked again; its replies replace the cached ones); without, cached replies of this model count."""
+        chat = CachedChat(self.llm, self.store, self.chat.hit_counter, read=False) if fresh else self.chat
+        return extract_pending(
+            self.store, chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger, redo=True
+        )
 
     def estimate(self, passages: Sequence[PassageRow]) -> ExtractionEstimate:
         return estimate_extraction(unfinished(self.store, passages), self.chat)

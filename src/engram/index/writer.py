@@ -13,15 +13,18 @@ from engram.errors import InputError
 from engram.extract.importers import ExtractionSet
 from engram.extract.planning import passage_token_budget
 from engram.extract.runner import ExtractionRun
+from engram.extract.session import LLMSession
 from engram.index.live import LiveIndex
 from engram.index.pipeline import apply_extractions, staged_writes
 from engram.index.state import IndexState
-from engram.index.view import passage_text
+from engram.index.view import GraphIndex, passage_text
 from engram.ingest.prepare import Prepared, as_document, document_hash, prepare
 from engram.ingest.sources import check_origins
 from engram.store.records import KeyLookup, PassageRow, RecordStore
 from engram.text import ChunkConfig, clean_text
 from engram.types import Document, IndexReport, Progress
+
+REDO = (None, "other", "all")  # what `extract_into` re-extracts besides unfinished passages
 
 
 class Extracting(Protocol):
@@ -163,18 +166,33 @@ class Writer:
         used = self.store.chunk_passages(removed_docs)
         return sorted({p for ps in used.values() for p in ps})
 
-    def extract_into(self, report: IndexReport, progress: Progress | None, max_tokens: int | None) -> None:
-        """Run the LLM on the alive passages without a finished extraction, then commit their triples."""
+    def extract_into(
+        self, report: IndexReport, progress: Progress | None, max_tokens: int | None, redo: str | None = None
+    ) -> None:
+        """Run the LLM on the alive passages without a finished extraction, then commit their triples.
+        `redo="other"` also re-extracts finished passages whose extraction another extractor made (another
+        model or prompt version, the offline extractor, an import); `redo="all"` re-extracts every passage
+        and asks the model again instead of replaying cached replies."""
+        if redo not in REDO:
+            raise InputError(f"unknown redo {redo!r}: use one of {', '.join(r for r in REDO if r)}")
+        session: LLMSession | None = None
+        if redo:
+            chosen = self.session()
+            if not isinstance(chosen, LLMSession):
+                raise InputError("redo re-extracts with the LLM: configure one (and not extractor='spacy')")
+            session = chosen
         index = self.live.current()
         expected = self.live.generation
-        todo = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
-        done = self.store.extractions_for([p.content_hash for p in todo])
-        todo = [p for p in todo if p.content_hash not in done or done[p.content_hash].status != "done"]
+        todo = self.to_extract(index, redo, None if session is None else session.identity)
         if not todo:
             return
         start = time.perf_counter()
         before = report.extracted + report.failed
-        self.run_llm(todo, progress, report, max_tokens)
+        if session is not None:
+            left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
+            self.count(report, session.redo(todo, progress, left, fresh=redo == "all"))
+        else:
+            self.run_llm(todo, progress, report, max_tokens)
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
         if report.extracted + report.failed > before:
             rows = self.store.extractions_for([p.content_hash for p in todo])
@@ -186,6 +204,20 @@ class Writer:
 
             self.live.change(mutate, lambda db: None, progress, report.timings, expected)
 
+    def to_extract(self, index: GraphIndex, redo: str | None, identity: str | None) -> list[PassageRow]:
+        """The alive passages without a finished extraction; with `redo="other"` also those whose extraction
+        was not made by `identity`, with `redo="all"` every alive passage."""
+        alive = [p for p, ok in zip(index.passages, index.passage_alive) if ok]
+        if redo == "all":
+            return alive
+        done = self.store.extractions_for([p.content_hash for p in alive])
+
+        def needed(p: PassageRow) -> bool:
+            row = done.get(p.content_hash)
+            return row is None or row.status != "done" or (redo == "other" and row.source != identity)
+
+        return [p for p in alive if needed(p)]
+
     def run_llm(
         self, passages: Sequence[PassageRow], progress: Progress | None, report: IndexReport, max_tokens: int | None
     ) -> None:
@@ -195,7 +227,11 @@ class Writer:
         if session is None or not passages:
             return
         left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
-        run = session.extract(passages, progress, left)
+        self.count(report, session.extract(passages, progress, left))
+
+    @staticmethod
+    def count(report: IndexReport, run: ExtractionRun) -> None:
+        """Add an extraction run's counts and LLM usage to `report`."""
         report.extracted += run.done
         report.failed += run.failed
         report.budget_reached = report.budget_reached or run.budget_reached

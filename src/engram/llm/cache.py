@@ -22,11 +22,15 @@ class CachedChat:
     retried. Two processes may share one cache: entries are written with `INSERT OR REPLACE`, and identical
     keys hold identical replies.
 
-    `usage` is the wrapped model's usage plus this wrapper's `cache_hits`."""
+    `usage` is the wrapped model's usage plus this wrapper's `cache_hits`. With `read=False` the cache is
+    written but never read (`engram extract --redo all`: the model is asked again)."""
 
-    def __init__(self, inner: ChatModel, store: RecordStore, hits: UsageCounter | None = None) -> None:
+    def __init__(
+        self, inner: ChatModel, store: RecordStore, hits: UsageCounter | None = None, *, read: bool = True
+    ) -> None:
         self.inner = inner
         self.store = store
+        self.read = read  # False: every call goes to the model (its reply still replaces the cached one)
         self._hits = hits if hits is not None else UsageCounter()  # shared by two views of one session
 
     @property
@@ -117,6 +121,8 @@ class CachedChat:
         return response
 
     def _hit(self, key: str) -> str | None:
+        if not self.read:
+            return None
         cached = self.store.cached_response(key)
         if cached is not None:
             self._hits.add(cache_hits=1)

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import MemoryFormatError
+from engram.store.migrate import migrate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,10 +77,14 @@ class PassageRow:
 
 @dataclass(frozen=True)
 class ExtractionRow:
+    """`source` names who made it: an LLM extractor's identity ("MODEL PROMPT-VERSION"), "import:..." or the
+    offline extractor's identity."""
+
     status: str
     entities: list[str]
     triples: list[list[Any]]
     error: str | None
+    source: str = ""
 
 
 class KeyLookup(Mapping[str, str]):
@@ -157,10 +162,14 @@ class RecordStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
+            migrate(self._db, path)
         except sqlite3.Error as exc:
             self._db.close()
             if _is_damage(exc):
                 raise _damaged(path, exc) from exc
+            raise
+        except MemoryFormatError:
+            self._db.close()
             raise
 
     def close(self) -> None:
@@ -364,12 +373,13 @@ class RecordStore:
             part = list(hashes[start : start + 500])
             marks = ",".join("?" * len(part))
             rows = self._read(
-                "SELECT content_hash, status, entities, triples, error FROM extractions "
+                "SELECT content_hash, status, entities, triples, error, source FROM extractions "
                 f"WHERE content_hash IN ({marks})",
                 tuple(part),
             )
             out.update(
-                (h, ExtractionRow(st, _loads(e, self.path), _loads(t, self.path), err)) for h, st, e, t, err in rows
+                (h, ExtractionRow(st, _loads(e, self.path), _loads(t, self.path), err, src))
+                for h, st, e, t, err, src in rows
             )
         return out
 
