@@ -7,7 +7,6 @@ LLM work survives a crash. See docs/format.md for the schema.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -22,6 +21,9 @@ import numpy.typing as npt
 
 from engram.errors import MemoryFormatError
 from engram.store.migrate import migrate
+from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
+
+__all__ = ["ExtractionRow", "KeyLookup", "PassageRow", "RecordStore", "check_records_file"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,19 +52,6 @@ CREATE TABLE IF NOT EXISTS llm_usage (
     completion_tokens INTEGER NOT NULL DEFAULT 0, cache_hits INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL);
 """
-
-
-def _private(path: Path) -> None:
-    """Create the database file readable by its owner only (0600), or make an existing one so; SQLite gives
-    its -wal and -shm files the database file's permissions."""
-    try:
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-            part = path.with_name(name)
-            if part.exists() and part.stat().st_mode & 0o077:
-                part.chmod(0o600)
-    except OSError:  # a read-only copy or someone else's file: SQLite reports what matters when it opens
-        pass
 
 
 @dataclass(frozen=True)
@@ -107,56 +96,15 @@ class KeyLookup(Mapping[str, str]):
         return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
 
 
-# SQLite errors that mean the file itself is damaged or unusable (not a transient lock or a caller's mistake)
-_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_CANTOPEN", "SQLITE_FULL")
-
-
-def check_records_file(path: Path) -> None:
-    """Refuse to open an existing memory whose records file is missing or empty: opening would silently
-    create an empty memory beside the manifest and snapshots."""
-    if not path.exists():
-        problem = "is missing"
-    elif path.is_file() and path.stat().st_size == 0:
-        problem = "is empty"
-    else:
-        return
-    raise MemoryFormatError(
-        f"{path} {problem}, though {path.parent} has a manifest: the memory's records (documents, extractions) "
-        "are gone. Restore engram.sqlite from a backup, or index the documents into a new memory directory"
-    )
-
-
-def _damaged(path: Path, exc: sqlite3.Error) -> MemoryFormatError:
-    return MemoryFormatError(
-        f"{path} is damaged (SQLite: {exc}); restore it from a backup, or index the documents into a new "
-        "memory directory"
-    )
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return type(exc) is sqlite3.DatabaseError or name.startswith(_DAMAGE)
-
-
-def _loads(text: Any, path: Path) -> Any:
-    """A JSON column's value; a row that is not JSON means the file was damaged."""
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise MemoryFormatError(
-            f"{path} is damaged (a JSON column cannot be read: {exc}); restore it from a backup"
-        ) from exc
-
-
 class RecordStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
-        _private(path)
+        make_private(path)
         try:
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise _damaged(path, exc) from exc
+            raise damaged(path, exc) from exc
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -165,8 +113,8 @@ class RecordStore:
             migrate(self._db, path)
         except sqlite3.Error as exc:
             self._db.close()
-            if _is_damage(exc):
-                raise _damaged(path, exc) from exc
+            if is_damage(exc):
+                raise damaged(path, exc) from exc
             raise
         except MemoryFormatError:
             self._db.close()
@@ -190,8 +138,8 @@ class RecordStore:
                         self._db.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                if _is_damage(exc):
-                    raise _damaged(self.path, exc) from exc
+                if is_damage(exc):
+                    raise damaged(self.path, exc) from exc
                 raise
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -199,8 +147,8 @@ class RecordStore:
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                if _is_damage(exc):
-                    raise _damaged(self.path, exc) from exc
+                if is_damage(exc):
+                    raise damaged(self.path, exc) from exc
                 raise
 
     # meta -----------------------------------------------------------------------------------------------
@@ -221,7 +169,7 @@ class RecordStore:
         return dict(self._read("SELECT id, content_hash FROM documents"))
 
     def document_metadata(self) -> dict[str, dict[str, Any]]:
-        return {i: _loads(m, self.path) for i, m in self._read("SELECT id, metadata FROM documents")}
+        return {i: loads_column(m, self.path) for i, m in self._read("SELECT id, metadata FROM documents")}
 
     def document_lookup(self) -> KeyLookup:
         """doc id -> content hash, queried per key."""
@@ -260,7 +208,7 @@ class RecordStore:
             "LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id"
         )
         rows = self._read(query)
-        return [PassageRow(i, d, t, x, h, _loads(m, self.path) if m else {}) for i, d, t, x, h, m in rows]
+        return [PassageRow(i, d, t, x, h, loads_column(m, self.path) if m else {}) for i, d, t, x, h, m in rows]
 
     def counts(self) -> dict[str, int]:
         out = {}
@@ -271,7 +219,8 @@ class RecordStore:
     # extractions ----------------------------------------------------------------------------------------
     def extractions(self) -> dict[str, ExtractionRow]:
         rows = self._read("SELECT content_hash, status, entities, triples, error FROM extractions")
-        return {h: ExtractionRow(s, _loads(e, self.path), _loads(t, self.path), err) for h, s, e, t, err in rows}
+        path = self.path
+        return {h: ExtractionRow(s, loads_column(e, path), loads_column(t, path), err) for h, s, e, t, err in rows}
 
     def put_extractions(
         self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
@@ -378,7 +327,7 @@ class RecordStore:
                 tuple(part),
             )
             out.update(
-                (h, ExtractionRow(st, _loads(e, self.path), _loads(t, self.path), err, src))
+                (h, ExtractionRow(st, loads_column(e, self.path), loads_column(t, self.path), err, src))
                 for h, st, e, t, err, src in rows
             )
         return out
