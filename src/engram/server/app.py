@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -43,6 +45,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # threads that run engram for requests (FastAPI's sync routes); numpy and scipy release the GIL, so
+        # several per core keep the CPUs busy (bench/bench_server.py measured 2, 16 and 32)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
         async with mcp.session_manager.run():
             try:
                 yield
@@ -64,6 +69,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     _add_error_handlers(app)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
     app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(Timing)
     return app
 
 
@@ -119,6 +125,28 @@ class KeyGuard:
                 await _error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class Timing:
+    """`Server-Timing: app;dur=MS` on every response: the time from the request's arrival in the app to its
+    response headers, so clients can tell the server's work from the network's and their own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                timing = f"app;dur={1000 * (time.perf_counter() - start):.2f}".encode()
+                message = {**message, "headers": [*message.get("headers", []), (b"server-timing", timing)]}
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 class BodyLimit:

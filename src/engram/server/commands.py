@@ -42,7 +42,11 @@ def configure(sub: Any) -> None:
     serve.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help=f"largest request body in bytes ({DEFAULT_MAX_BODY})"
     )
+    serve.add_argument(
+        "--threads", type=int, help="requests running engram at once (default: 8 per CPU, at least 8)"
+    )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    _add_blas(serve)
     serve.set_defaults(func=cmd_serve)
     mcp = sub.add_parser(
         "mcp",
@@ -53,7 +57,28 @@ def configure(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_source(mcp)
+    _add_blas(mcp)
     mcp.set_defaults(func=cmd_mcp)
+
+
+def _add_blas(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads per request (default 1: requests already run in parallel, and nested BLAS threads "
+        "make concurrent retrieval many times slower)",
+    )
+
+
+def limit_blas(threads: int) -> None:
+    """Cap numpy's BLAS thread pool for this process (threadpoolctl, in the server extra)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # numpy is loaded already: environment variables would come too late
+        logging.getLogger("engram.server").warning("threadpoolctl is missing: BLAS threads are not limited")
+        return
+    threadpool_limits(limits=threads)
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
@@ -67,6 +92,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings:
+    threads = getattr(args, "threads", None)
     return ServerSettings(
         root=Path(args.root) if args.root else None,
         memory=Path(args.memory) if args.memory else None,
@@ -78,6 +104,7 @@ def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings
         llm_base_url=args.llm_base_url,
         llm_model=args.llm_model,
         llm_concurrency=args.llm_concurrency,
+        **({"request_threads": threads} if threads else {}),
     )
 
 
@@ -87,6 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     require_server_extra()
     settings = settings_from(args)
     check_bind(settings.host, settings.keys)
+    limit_blas(args.blas_threads)
     import uvicorn
 
     from engram.server.app import create_app
@@ -109,6 +137,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from engram.server.service import Service
 
     settings = settings_from(args, keys=False)
+    limit_blas(args.blas_threads)
     registry, jobs = Registry(settings), Jobs(settings.job_workers)
     try:
         build_mcp(Service(registry, jobs), Access([])).run("stdio")

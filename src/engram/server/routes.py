@@ -23,7 +23,7 @@ from engram.types import Document
 def build_router(service: Service, access: Access) -> APIRouter:
     router = APIRouter(prefix="/v1")
 
-    def caller(request: Request) -> ApiKey | None:
+    async def caller(request: Request) -> ApiKey | None:  # async: no thread hop for a dictionary look-up
         return access.identify(request.headers.get("authorization"))
 
     Caller = Annotated[ApiKey | None, Depends(caller)]

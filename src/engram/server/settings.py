@@ -58,10 +58,13 @@ class ServerSettings:
     llm_model: str | None = None
     llm_concurrency: int | None = None
     job_workers: int = 2
+    request_threads: int = field(default_factory=lambda: max(8, 8 * (os.cpu_count() or 1)))
 
     def __post_init__(self) -> None:
         if (self.root is None) == (self.memory is None):
             raise InputError("give exactly one of --memory DIR (one memory) or --root DIR (a memory per name)")
+        if self.request_threads < 1:
+            raise InputError("--threads must be at least 1")
         if self.max_body < 1024:
             raise InputError("--max-body must be at least 1024 bytes")
 
