@@ -11,6 +11,7 @@ from engram.cli import main
 from engram.embed import HashEmbedder
 from engram.errors import InputError, MissingDependencyError
 from engram.extract.offline import load_model, resolve_extractor
+from fake_openai import FakeOpenAI, openie_handler
 
 pytest.importorskip("spacy", reason="the nlp extra (spaCy) is not installed")
 
@@ -64,3 +65,19 @@ def test_cli_index_with_the_offline_extractor(tmp_path: Path, capsys: pytest.Cap
     assert "3 new passages" in err and "0 imported, 3 extracted, 0 failed" in err
     with Memory(memory, embedder=HashEmbedder(), llm=False) as opened:
         assert opened.stats()["pending"] == 0 and opened.stats()["facts"] > 0
+
+
+def test_an_llm_later_replaces_the_offline_extractions(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = openie_handler()
+    path = tmp_path / "m"
+    with Memory(path, embedder=HashEmbedder(), llm=False, extractor="spacy") as memory:
+        memory.index(DOCS)
+        offline = memory._store.extractions()
+    with Memory(path, embedder=HashEmbedder(), llm=fake_llm.chat()) as memory:
+        assert memory.extract().extracted == 0  # offline extractions are finished ones: nothing pending
+        report = memory.extract(redo="other")  # passage by passage, through the LLM
+        sources = {str(row[0]) for row in memory._store._read("SELECT DISTINCT source FROM extractions")}
+        replaced = memory._store.extractions()
+    assert report.extracted == len(DOCS) and report.failed == 0
+    assert len(sources) == 1 and not sources.pop().startswith("offline:")
+    assert {h: r.triples for h, r in replaced.items()} != {h: r.triples for h, r in offline.items()}
