@@ -14,11 +14,21 @@ class GraphConfig:
     """Graph construction. `synonym_threshold` is the paper's 0.8; each phrase keeps at most
     `synonym_top_k` synonym neighbours. Relation edges weigh their support (passages stating them), synonym
     edges their cosine, context edges `context_weight`: 0.5 keeps the phrase-to-phrase / phrase-to-passage
-    balance of the reference implementation, which stores every phrase-phrase edge in both directions."""
+    balance of the reference implementation, which stores every phrase-phrase edge in both directions.
+
+    `ann`: synonym neighbours by approximate nearest-neighbour search (the `ann` extra) - "auto" once
+    `ann_min_rows` phrases are searched and the extra is installed, "on" always, "off" never (exact search,
+    quadratic in phrases when building)."""
 
     synonym_threshold: float = 0.8
     synonym_top_k: int = 100
     context_weight: float = 0.5
+    ann: str = "auto"
+    ann_min_rows: int = 50_000
+
+    def __post_init__(self) -> None:
+        if self.ann not in ("auto", "on", "off"):
+            raise InputError(f"graph setting ann must be auto, on or off, not {self.ann!r}")
 
 
 @dataclass(frozen=True)

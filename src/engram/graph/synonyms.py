@@ -5,6 +5,12 @@ two phrases when either keeps the other. Cosines are recomputed exactly (float64
 rounded to 1e-9 for every candidate pair, and ties are broken by phrase key, so the lists - and the edges - do not
 depend on the order phrases arrived in: inserting or deleting phrases one batch at a time gives exactly what a
 build from scratch gives. Memory is O(block x phrases), never phrases².
+
+With `ann_min_rows` set, candidates come from an approximate nearest-neighbour index (`engram.graph.ann`) once
+`ann_min_rows` phrases are searched, instead of scoring every phrase: exact all-pairs search is quadratic, which
+a large memory's build cannot afford. The candidates' cosines are then recomputed exactly, as above, so a list is
+the exact one whenever the index returns the true neighbours (recall measured in bench/bench_ann.py and tested in
+tests/test_ann.py); below the threshold, and with `ann_min_rows=None`, the search is exact.
 """
 
 from __future__ import annotations
@@ -14,18 +20,26 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from engram.graph.ann import AnnIndex
+
 IntArray = npt.NDArray[np.int64]
 Neighbour = tuple[float, str, int]  # (cosine, key, row)
 VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
 
 SLACK = 1e-4  # float32 candidates within this of the threshold are re-checked exactly
+ANN_FIRST_K = 16  # neighbours asked of the ANN index per phrase at first (widened while all of them pass)
 
 
 class SynonymLists:
-    def __init__(self, threshold: float = 0.8, top_k: int = 100, block: int = 1024) -> None:
+    def __init__(
+        self, threshold: float = 0.8, top_k: int = 100, block: int = 1024, ann_min_rows: int | None = None
+    ) -> None:
         self.threshold = threshold
         self.top_k = top_k
         self.block = block
+        self.ann_min_rows = ann_min_rows
+        self.ann: AnnIndex | None = None  # over the phrase rows marked in ann_present, built on first use
+        self.ann_present = np.zeros(0, dtype=bool)
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
         self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
@@ -39,6 +53,9 @@ class SynonymLists:
         """For each row, the targets (other than itself) with exact cosine >= threshold."""
         found: dict[int, list[Neighbour]] = {int(r): [] for r in rows}
         if len(targets) == 0:
+            return found
+        if self.ann_min_rows is not None and len(targets) >= self.ann_min_rows:
+            self._ann_candidates(found, rows, targets, vectors, keys)
             return found
         # mostly alive targets: score the whole run of rows they span (no gathered copy of the vectors, which
         # would cost O(phrases) per insert) and drop the others; else gather the targets
@@ -62,6 +79,52 @@ class SynonymLists:
                 if q != t and sim >= self.threshold:
                     found[q].append((sim, keys[t], t))
         return found
+
+    def _ann_candidates(
+        self,
+        found: dict[int, list[Neighbour]],
+        rows: IntArray,
+        targets: IntArray,
+        vectors: VectorsOf,
+        keys: Sequence[str],
+    ) -> None:
+        """`_candidates` through the ANN index: its hits near the threshold, kept when their exact cosine
+        (computed as in the exact search) passes."""
+        top = int(max(targets[-1], rows.max())) + 1
+        index = self.ann_index(vectors, top)
+        wanted = np.zeros(top, dtype=bool)
+        wanted[targets] = True
+        for start in range(0, len(rows), self.block):
+            block = rows[start : start + self.block]
+            query = vectors(block)
+            qi, ti = index.neighbours(query, self.threshold, ANN_FIRST_K, index.size)
+            keep = (ti < top) & (block[qi] != ti)
+            keep[keep] = wanted[ti[keep]]
+            qi, ti = qi[keep], ti[keep]
+            pairs = (query[qi].astype(np.float64), vectors(ti).astype(np.float64))
+            exact = np.round(np.einsum("ij,ij->i", *pairs), 9)
+            for q, t, sim in zip(block[qi].tolist(), ti.tolist(), exact.tolist()):
+                if sim >= self.threshold:
+                    found[q].append((sim, keys[t], t))
+
+    def ann_index(self, vectors: VectorsOf, rows: int) -> AnnIndex:
+        """The ANN index, holding at least phrase rows 0..rows-1 (rows are added when first needed and never
+        removed: their vectors do not change, and dead rows are filtered out of the results)."""
+        if self.ann is None:
+            self.ann = AnnIndex(int(vectors(np.zeros(1, dtype=np.int64)).shape[1]))
+            self.ann_present = np.zeros(0, dtype=bool)
+        if len(self.ann_present) < rows:
+            self.ann_present = np.concatenate([self.ann_present, np.zeros(rows - len(self.ann_present), bool)])
+        missing = np.flatnonzero(~self.ann_present[:rows]).astype(np.int64)
+        for start in range(0, len(missing), 65536):
+            part = missing[start : start + 65536]
+            self.ann.add(part, vectors(part))
+        self.ann_present[missing] = True
+        return self.ann
+
+    def adopt_ann(self, index: AnnIndex, present: npt.NDArray[np.bool_]) -> None:
+        """Use a loaded ANN index that holds the rows marked in `present`."""
+        self.ann, self.ann_present = index, present
 
     def _set(self, row: int, neighbours: list[Neighbour]) -> None:
         for _, _, old in self.lists.get(row, []):

@@ -10,6 +10,7 @@ import numpy as np
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
+from engram.index.ann_cache import save_ann
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.store.records import RecordStore
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
@@ -124,3 +125,4 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     }
     tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
     write_snapshot(root, generation, tables)
+    save_ann(root, state)

@@ -11,6 +11,7 @@ from pathlib import Path
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import ConflictError
+from engram.index.ann_cache import load_ann
 from engram.index.bm25 import BM25Index
 from engram.index.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
 from engram.index.state import IndexState
@@ -62,6 +63,8 @@ class LiveIndex:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
                 self.state, changed = load_state(self.store, self.source(), self.config)
+                if self.state.synonyms.ann_min_rows is not None:
+                    load_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))

@@ -19,6 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import GraphConfig
+from engram.errors import InputError
+from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.store.records import PassageRow
@@ -27,6 +29,17 @@ from engram.types import Triple
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 EmbedFn = Callable[[str, Sequence[str]], Vectors]
+
+
+def ann_rows(config: GraphConfig) -> int | None:
+    """From how many searched rows on the ANN index is used (None: never), by `config.ann`."""
+    if config.ann == "off" or (config.ann == "auto" and not ann.available()):
+        return None
+    if config.ann == "on":
+        if not ann.available():
+            raise InputError(ann.INSTALL)
+        return 0
+    return config.ann_min_rows
 
 
 class Rows:
@@ -153,7 +166,7 @@ class IndexState:
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation: dict[tuple[int, int], int] = {}
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
-        self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k)
+        self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
         # the order documents arrived in

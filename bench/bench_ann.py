@@ -1,0 +1,220 @@
+"""Which approximate nearest-neighbour library for synonym search (issue 11): faiss, hnswlib or usearch.
+
+Two sets of 384-d unit vectors: the phrases of the scale corpus (`scale_corpus.py`) embedded with
+`HashEmbedder(dim=384)`, and a clustered set (Gaussian clusters around random centres, like the clumps of a
+sentence embedder's space). For each library and setting: the time to build an index of all vectors, the time
+to search every vector's `k` nearest (what a from-scratch synonym build does), the index's memory, and the
+recall of synonym pairs - the pairs at cosine >= 0.8 that exact search finds (each row's 100 nearest above the
+threshold) - on 2,000 sampled rows. Rows whose `k` results are all above the threshold are searched again with
+a larger `k` (as the engram index does), so the recall is that of the whole procedure.
+
+    .venv/bin/python bench/bench_ann.py [--size 300000] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.embed import HashEmbedder
+
+Vectors = npt.NDArray[np.float32]
+THRESHOLD, TOP_K, SAMPLE = 0.8, 100, 2000
+Search = Callable[[Vectors, int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def phrase_vectors(size: int) -> Vectors:
+    from scale_corpus import Corpus
+
+    corpus = Corpus(seed=7)
+    passages = 0
+    while len(corpus.phrases) < size:
+        corpus.passage()
+        passages += 1
+    say(f"{size:,} phrases from {passages:,} passages; embedding")
+    return HashEmbedder(dim=384).embed([p.lower() for p in corpus.phrases[:size]])
+
+
+def clustered_vectors(size: int, dim: int = 384, seed: int = 3) -> Vectors:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((size // 50, dim)).astype(np.float32)
+    points = centres[rng.integers(0, len(centres), size)] + 0.55 * rng.standard_normal((size, dim)).astype(np.float32)
+    out: Vectors = (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
+def exact_pairs(vectors: Vectors, rows: npt.NDArray[np.int64]) -> set[tuple[int, int]]:
+    sims = vectors[rows] @ vectors.T
+    out = set()
+    for q, row in zip(rows.tolist(), sims):
+        row[q] = -1.0
+        hits = np.flatnonzero(row >= THRESHOLD)
+        hits = hits[np.argsort(-row[hits], kind="stable")][:TOP_K]
+        out.update((q, int(t)) for t in hits)
+    return out
+
+
+def ann_pairs(search: Search, vectors: Vectors, rows: npt.NDArray[np.int64], k: int) -> set[tuple[int, int]]:
+    """Pairs found by searching `k` neighbours, widening to TOP_K + 1 for rows whose k-th is still above."""
+    sims, ids = search(vectors[rows], k)
+    out = set()
+    wide = [i for i in range(len(rows)) if sims[i, -1] >= THRESHOLD]
+    if wide:
+        wsims, wids = search(vectors[rows[wide]], TOP_K + 1)
+        for i, s, d in zip(wide, wsims, wids):
+            sims_i, ids_i = s, d
+            out.update((int(rows[i]), int(t)) for t, v in zip(ids_i, sims_i) if v >= THRESHOLD and t != rows[i])
+    narrow = set(range(len(rows))) - set(wide)
+    for i in narrow:
+        hits = [int(t) for t, v in zip(ids[i], sims[i]) if v >= THRESHOLD and t != rows[i] and t >= 0]
+        out.update((int(rows[i]), t) for t in hits)
+    return out
+
+
+def make_faiss_hnsw(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
+    import faiss
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_build
+    index.add(vectors)
+    index.hnsw.efSearch = ef
+
+    def search(q: Vectors, k: int) -> Any:
+        index.hnsw.efSearch = max(ef, k)
+        return index.search(q, k)
+
+    return search
+
+
+def make_faiss_ivf(vectors: Vectors, nlist: int, nprobe: int) -> Search:
+    import faiss
+
+    quantizer = faiss.IndexFlatIP(vectors.shape[1])
+    index = faiss.IndexIVFFlat(quantizer, vectors.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors[np.random.default_rng(0).choice(len(vectors), min(len(vectors), 40 * nlist), replace=False)])
+    index.add(vectors)
+    index.nprobe = nprobe
+    return lambda q, k: index.search(q, k)
+
+
+def make_hnswlib(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
+    import hnswlib
+
+    index = hnswlib.Index(space="ip", dim=vectors.shape[1])
+    index.init_index(max_elements=len(vectors), M=m, ef_construction=ef_build)
+    index.set_num_threads(THREADS)
+    index.add_items(vectors, np.arange(len(vectors)))
+
+    def search(q: Vectors, k: int) -> Any:
+        index.set_ef(max(ef, k))
+        ids, dist = index.knn_query(q, k=k)
+        return (1.0 - dist).astype(np.float32), ids.astype(np.int64)
+
+    return search
+
+
+def make_usearch(vectors: Vectors, m: int, ef_build: int, ef: int, dtype: str) -> Search:
+    from usearch.index import Index
+
+    index = Index(ndim=vectors.shape[1], metric="cos", dtype=dtype, connectivity=m, expansion_add=ef_build,
+                  expansion_search=ef)  # fmt: skip
+    index.add(np.arange(len(vectors)), vectors, threads=THREADS)
+
+    def search(q: Vectors, k: int) -> Any:
+        index.expansion_search = max(ef, k)
+        found = index.search(q, k, threads=THREADS)
+        keys = np.where(found.distances < 1e30, found.keys.astype(np.int64), -1)  # padded rows: -1
+        return (1.0 - found.distances).astype(np.float32), keys
+
+    return search
+
+
+THREADS = 2
+
+
+def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
+    nlist = int(4 * np.sqrt(size))
+    return [
+        ("faiss HNSWFlat M16 efc40 ef32", lambda v: make_faiss_hnsw(v, 16, 40, 32)),
+        ("faiss HNSWFlat M16 efc80 ef32", lambda v: make_faiss_hnsw(v, 16, 80, 32)),
+        ("faiss HNSWFlat M32 efc100 ef64", lambda v: make_faiss_hnsw(v, 32, 100, 64)),
+        (f"faiss IVFFlat nlist{nlist} nprobe16", lambda v: make_faiss_ivf(v, nlist, 16)),
+        (f"faiss IVFFlat nlist{nlist} nprobe64", lambda v: make_faiss_ivf(v, nlist, 64)),
+        ("hnswlib M16 efc40 ef32", lambda v: make_hnswlib(v, 16, 40, 32)),
+        ("hnswlib M16 efc100 ef32", lambda v: make_hnswlib(v, 16, 100, 32)),
+        ("usearch i8 M16 efc64 ef32", lambda v: make_usearch(v, 16, 64, 32, "i8")),
+        ("usearch i8 M16 efc128 ef32", lambda v: make_usearch(v, 16, 128, 32, "i8")),
+        ("usearch f16 M16 efc128 ef32", lambda v: make_usearch(v, 16, 128, 32, "f16")),
+        ("usearch f32 M16 efc128 ef32", lambda v: make_usearch(v, 16, 128, 32, "f32")),
+    ]
+
+
+def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
+    rows = np.sort(np.random.default_rng(1).choice(len(vectors), SAMPLE, replace=False)).astype(np.int64)
+    start = time.perf_counter()
+    truth = exact_pairs(vectors, rows)
+    exact_seconds = (time.perf_counter() - start) * len(vectors) / SAMPLE
+    say(f"[{name}] {len(truth)} exact pairs at >= {THRESHOLD} on {SAMPLE} rows")
+    print(f"\n{name}: {len(vectors):,} vectors, {len(truth) / SAMPLE:.2f} synonym pairs per row, "
+          f"exact search of all rows (projected from {SAMPLE}): {exact_seconds:.0f} s")  # fmt: skip
+    print("| library, settings | build s | search all s | index MiB | recall |")
+    print("|---|---|---|---|---|")
+    for label, make in candidates(len(vectors)):
+        if not re.search(only, label):
+            continue
+        before = rss_mib()
+        start = time.perf_counter()
+        search = make(vectors)
+        built = time.perf_counter() - start
+        grown = rss_mib() - before
+        start = time.perf_counter()
+        for lo in range(0, len(vectors), 10_000):
+            search(vectors[lo : lo + 10_000], k)
+        searched = time.perf_counter() - start
+        found = ann_pairs(search, vectors, rows, k)
+        recall = len(found & truth) / max(1, len(truth))
+        print(f"| {label} | {built:.1f} | {searched:.1f} | {grown:.0f} | {recall:.4f} |", flush=True)
+        del search
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=300_000)
+    parser.add_argument("--k", type=int, default=16, help="neighbours searched first (widened when all match)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sets", default="phrases,clustered")
+    parser.add_argument("--only", default="", help="regular expression: measure only the matching settings")
+    args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
+    try:
+        import faiss
+
+        faiss.omp_set_num_threads(args.threads)
+    except ImportError:
+        say("faiss not installed")
+    for name in args.sets.split(","):
+        vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)
+        measure(name, vectors, args.k, args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

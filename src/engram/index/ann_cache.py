@@ -1,0 +1,92 @@
+"""The phrase ANN index kept on disk beside the vector snapshot, so a large memory does not rebuild it on open.
+
+`index/ann/` holds `phrase.usearch` (the index, keyed by the writing process's phrase rows), `phrase-rows.npy`
+(int64, those rows) with `phrase-keys.npy` (uint8, the SHA-256 of each row's phrase, one row of 32 each) and
+`manifest.json` (the files' SHA-256, written last). It is a cache like the snapshot: on opening, rows are
+matched to the new process's rows by phrase hash (rows of phrases no longer in the memory are dropped) and a
+file that does not match its checksum is ignored (the index is then rebuilt when first needed). Files are
+written under temporary names and renamed into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from engram.graph.ann import AnnIndex
+from engram.index.state import IndexState
+
+FILES = ("phrase.usearch", "phrase-rows.npy", "phrase-keys.npy")
+log = logging.getLogger(__name__)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def save_ann(root: Path, state: IndexState) -> None:
+    """Write the phrase ANN index of `state`, when it has one."""
+    index = state.synonyms.ann
+    if index is None:
+        return
+    folder = root / "index" / "ann"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").unlink(missing_ok=True)  # the old files stop counting before any is replaced
+    rows = index.rows()
+    digests = b"".join(_digest(state.phrases[r]) for r in rows.tolist())
+    keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32)
+    sums = {}
+    for name, array in (("phrase.usearch", None), ("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
+        tmp = folder / f".{name}.tmp"
+        if array is None:
+            index.save(tmp)
+        else:
+            with tmp.open("wb") as handle:
+                np.save(handle, array, allow_pickle=False)
+        sums[name] = _sha256(tmp)
+        os.replace(tmp, folder / name)
+    tmp = folder / ".manifest.json.tmp"
+    tmp.write_text(json.dumps({"files": sums, "dim": index.dim}), encoding="utf-8")
+    os.replace(tmp, folder / "manifest.json")
+
+
+def load_ann(root: Path, state: IndexState) -> bool:
+    """Give `state` the saved phrase ANN index, renumbered to its rows. False when there is none or it is
+    damaged (then the index is built when first needed)."""
+    folder = root / "index" / "ann"
+    if not (folder / "manifest.json").exists():
+        return False
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        for name in FILES:
+            if _sha256(folder / name) != manifest["files"][name]:
+                raise ValueError(f"{name} does not match its checksum")
+        old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
+        keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
+        if old.ndim != 1 or keys.shape != (len(old), 32):
+            raise ValueError("rows and keys disagree")
+        index = AnnIndex.load(folder / "phrase.usearch", state.vectors["phrase"].data.shape[1])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("phrase ANN index in %s is not used (%s): it is rebuilt when needed", folder, exc)
+        return False
+    where = {_digest(k): row for row, k in enumerate(state.phrases)}
+    new = np.fromiter((where.get(k.tobytes(), -1) for k in keys), dtype=np.int64, count=len(keys))
+    index.remove(old[new < 0])
+    index.relabel(old[new >= 0], new[new >= 0])
+    present = np.zeros(len(state.phrases), dtype=bool)
+    present[new[new >= 0]] = True
+    state.synonyms.adopt_ann(index, present)
+    return True

@@ -1,0 +1,138 @@
+"""The approximate synonym search (issue 11): its recall against exact search, and that what it finds is exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram import GraphConfig, InputError, MemoryConfig
+from engram.embed import HashEmbedder
+from engram.graph.synonyms import SynonymLists
+
+pytest.importorskip("usearch.index", reason="the ann extra (usearch) is not installed")
+
+from engram.graph.ann import AnnIndex
+
+SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in ("a", "e", "i", "o", "u", "ai")]
+
+
+def phrases(count: int, seed: int = 0) -> list[str]:
+    """Names of 1-3 made-up words; a fifth are variants of an earlier one (a word added, or a plural), the
+    pairs a synonym search must find."""
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < count:
+        if out and rng.random() < 0.2:
+            base = out[int(rng.integers(0, len(out)))]
+            name = base + ("s" if rng.random() < 0.5 else " " + "".join(rng.choice(SYLLABLES, 2)))
+        else:
+            name = " ".join("".join(rng.choice(SYLLABLES, int(rng.integers(2, 4)))) for _ in range(rng.integers(1, 4)))
+        if name not in seen:
+            seen.add(name)
+            out.append(name)
+    return out
+
+
+def lists_of(ann_min_rows: int | None, keys: list[str], vectors: np.ndarray) -> SynonymLists:
+    lists = SynonymLists(threshold=0.8, top_k=100, ann_min_rows=ann_min_rows)
+    rows = np.arange(len(keys), dtype=np.int64)
+    lists.add(rows, rows, lambda r: vectors[r], keys)
+    return lists
+
+
+def pairs(lists: SynonymLists) -> dict[tuple[int, int], float]:
+    return {(row, other): sim for row, items in lists.lists.items() for sim, _, other in items}
+
+
+def test_ann_recall_against_exact_search_at_threshold_08() -> None:
+    keys = phrases(4000)
+    vectors = HashEmbedder(dim=384).embed(keys)
+    exact = pairs(lists_of(None, keys, vectors))
+    approximate = pairs(lists_of(0, keys, vectors))
+    assert len(exact) > 500  # the data has synonym pairs to find
+    found = set(exact) & set(approximate)
+    assert len(found) / len(exact) >= 0.99
+    assert set(approximate) <= set(exact)  # nothing invented: every hit passed the exact threshold
+    assert all(approximate[p] == exact[p] for p in found)  # with the exact cosines
+
+
+def test_ann_lists_follow_inserts_and_deletes() -> None:
+    keys = phrases(3000, seed=1)
+    vectors = HashEmbedder(dim=384).embed(keys)
+    of = lambda r: vectors[r]  # noqa: E731
+    lists = SynonymLists(threshold=0.8, top_k=3, ann_min_rows=0)
+    first = np.arange(2000, dtype=np.int64)
+    lists.add(first, first, of, keys)
+    rest = np.arange(2000, 3000, dtype=np.int64)
+    alive = np.arange(3000, dtype=np.int64)
+    lists.add(rest, alive, of, keys)
+    dead = np.arange(0, 3000, 7, dtype=np.int64)
+    survivors = np.setdiff1d(alive, dead)
+    lists.remove(dead, survivors, of, keys)
+    fresh = SynonymLists(threshold=0.8, top_k=3)
+    fresh.add(survivors, survivors, of, keys)
+    got, want = pairs(lists), pairs(fresh)
+    assert len(set(got) & set(want)) / len(want) >= 0.99
+    gone = set(dead.tolist())
+    assert not any(row in gone or other in gone for row, other in got)
+
+
+def test_index_search_save_and_load(tmp_path: Path) -> None:
+    vectors = HashEmbedder(dim=64).embed(phrases(500, seed=2))
+    index = AnnIndex(64)
+    index.add(np.arange(300), vectors[:300])
+    index.add(np.arange(300, 500), vectors[300:])
+    sims, rows = index.search(vectors[:5], 3)
+    assert rows[:, 0].tolist() == [0, 1, 2, 3, 4] and np.allclose(sims[:, 0], 1.0, atol=0.02)
+    index.save(tmp_path / "a.usearch")
+    loaded = AnnIndex.load(tmp_path / "a.usearch", 64)
+    assert loaded.size == 500 and loaded.search(vectors[:5], 3)[1].tolist() == rows.tolist()
+    loaded.relabel(np.array([0, 1]), np.array([1, 0]))  # a swap goes through free numbers
+    assert loaded.search(vectors[:2], 1)[1].ravel().tolist() == [1, 0]
+    assert sorted(loaded.rows().tolist()) == list(range(500))
+    (tmp_path / "bad.usearch").write_bytes(b"not an index")
+    with pytest.raises(ValueError):
+        AnnIndex.load(tmp_path / "bad.usearch", 64)
+
+
+def test_ann_setting_is_checked() -> None:
+    with pytest.raises(InputError, match="auto, on or off"):
+        MemoryConfig.from_dict({"graph": {"ann": "maybe"}})
+    assert GraphConfig(ann="on").ann == "on"
+
+
+def test_memory_keeps_its_ann_index_across_reopen(tmp_path: Path) -> None:
+    from engram import Document, Memory
+
+    names = phrases(600, seed=3)
+    docs = [Document(f"d{i}", f"{names[i]} is near {names[i + 1]}.") for i in range(0, 598, 2)]
+    extractions = [{"id": f"d{i}", "triples": [[names[i], "is near", names[i + 1]]]} for i in range(0, 598, 2)]
+    config = MemoryConfig(graph=GraphConfig(ann="on"))
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.index(docs[:200], extractions=extractions[:200])
+    assert (tmp_path / "m" / "index" / "ann" / "manifest.json").exists()
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        state = memory._live.load()
+        index = state.synonyms.ann
+        assert index is not None and index.size == len(state.phrases)
+        rows = np.arange(0, len(state.phrases), 37)
+        assert index.search(state.vectors["phrase"].data[rows], 1)[1].ravel().tolist() == rows.tolist()
+        memory.index(docs[200:], extractions=extractions[200:])  # the loaded index takes the new phrases
+        memory.delete([d.id for d in docs[:50]])
+        grown = memory._live.current().canonical()
+    with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as fresh:
+        fresh.index(docs[50:], extractions=extractions[50:])
+        assert fresh._live.current().canonical() == grown  # the ANN found the exact neighbours here
+
+
+def test_ann_on_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram.graph import ann
+    from engram.index.state import ann_rows
+
+    monkeypatch.setattr(ann, "available", lambda: False)
+    with pytest.raises(InputError, match=r"engram\[ann\]"):
+        ann_rows(GraphConfig(ann="on"))
+    assert ann_rows(GraphConfig(ann="auto")) is None and ann_rows(GraphConfig(ann="off")) is None
