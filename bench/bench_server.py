@@ -103,8 +103,35 @@ def build(path: Path, embedder: str, limit: int | None) -> list[str]:
     return questions
 
 
-def in_process(path: Path, embedder: str, questions: list[str], threads: int, seconds: float) -> Stats:
-    stats, lock = Stats(), threading.Lock()
+def marker_document(i: int) -> tuple[str, str, dict[str, Any]]:
+    """The writer's i-th document: (id, text, extraction with one unique fact)."""
+    doc_id = f"benchwrite{i:05d}"  # no punctuation: phrases are normalised
+    text = f"The {doc_id} keeper guards the lighthouse {doc_id} on a northern island."
+    extraction = {"id": doc_id, "entities": [f"{doc_id} keeper", f"lighthouse {doc_id}"],
+                  "triples": [[f"{doc_id} keeper", "guards", f"lighthouse {doc_id}"]]}
+    return doc_id, text, extraction
+
+
+def in_process_writer(memory: Memory, stop: float, hold: float, stats: Stats) -> None:
+    """The same add / hold / delete cycle as the HTTP writer, on the Memory itself."""
+    i = 0
+    while time.perf_counter() < stop - hold:
+        doc_id, text, extraction = marker_document(i)
+        started = time.perf_counter()
+        memory.index([Document(doc_id, text)], extractions=[extraction])
+        stats.latencies.append(time.perf_counter() - started)
+        time.sleep(hold)
+        started = time.perf_counter()
+        memory.delete([doc_id])
+        stats.latencies.append(time.perf_counter() - started)
+        time.sleep(hold)
+        i += 1
+
+
+def in_process(
+    path: Path, embedder: str, questions: list[str], threads: int, seconds: float, writer: bool = False
+) -> Stats:
+    stats, lock, writes = Stats(), threading.Lock(), Stats()
     with Memory(path, embedder=embedder, llm=False) as memory:
         memory.retrieve(questions[0])  # warm: load the index and the view
         stop = time.perf_counter() + seconds
@@ -124,6 +151,8 @@ def in_process(path: Path, embedder: str, questions: list[str], threads: int, se
 
         began = time.perf_counter()
         workers = [threading.Thread(target=reader, args=(i,)) for i in range(threads)]
+        if writer:
+            workers.append(threading.Thread(target=in_process_writer, args=(memory, stop, 1.0, writes)))
         for w in workers:
             w.start()
         for w in workers:
@@ -237,11 +266,8 @@ class Load:
     async def writer(self, hold: float) -> None:
         conn, i = self.conn(), 0
         while time.perf_counter() < self.stop - hold:
-            doc_id = f"benchwrite{i:05d}"  # no punctuation: phrases are normalised
+            doc_id, text, extraction = marker_document(i)
             marker = Marker(doc_id, f"{doc_id} keeper guards lighthouse {doc_id}")
-            text = f"The {doc_id} keeper guards the lighthouse {doc_id} on a northern island."
-            extraction = {"id": doc_id, "entities": [f"{doc_id} keeper", f"lighthouse {doc_id}"],
-                          "triples": [[f"{doc_id} keeper", "guards", f"lighthouse {doc_id}"]]}
             body = {"documents": [{"id": doc_id, "text": text}], "extractions": [extraction]}
             if await self.call(conn, self.writes, "POST", DOCUMENTS, body) is None:
                 break
@@ -252,7 +278,7 @@ class Load:
             if await self.call(conn, self.writes, "DELETE", f"{DOCUMENTS}/{doc_id}") is None:
                 break
             marker.deleted = time.perf_counter()
-            await asyncio.sleep(hold / 2)
+            await asyncio.sleep(hold)
             i += 1
         conn.close()
 
@@ -310,6 +336,8 @@ def main() -> None:
         print(in_process(path, args.embedder, questions, 1, short).line("in-process Memory.retrieve, 1 thread"))
         inner = in_process(path, args.embedder, questions, args.readers, short)
         print(inner.line(f"in-process Memory.retrieve, {args.readers} threads"))
+        inner = in_process(path, args.embedder, questions, args.readers, short, writer=True)
+        print(inner.line(f"in-process, {args.readers} threads + 1 writer"))
         proc, url = start_server(path, args.embedder, args.blas_threads)
         try:
             single = Load(url, questions, short, 0.0)
