@@ -136,3 +136,13 @@ def test_ann_on_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(InputError, match=r"engram\[ann\]"):
         ann_rows(GraphConfig(ann="on"))
     assert ann_rows(GraphConfig(ann="auto")) is None and ann_rows(GraphConfig(ann="off")) is None
+
+
+def test_auto_mode_picks_the_cheaper_search() -> None:
+    lists = SynonymLists(ann_min_rows=1000)
+    targets = np.arange(100_000, dtype=np.int64)
+    assert not lists._use_ann(9, targets)  # a few new phrases and no index yet: exact
+    assert lists._use_ann(50_000, targets)  # a large batch: building the index pays
+    assert not lists._use_ann(50_000, targets[:500])  # below ann_min_rows: exact
+    lists.ann_present = np.ones(100_000, dtype=bool)
+    assert lists._use_ann(9, targets)  # the index is there: 9 searches beat 900k cosines

@@ -7,7 +7,7 @@ depend on the order phrases arrived in: inserting or deleting phrases one batch 
 build from scratch gives. Memory is O(block x phrases), never phrases².
 
 With `ann_min_rows` set, candidates come from an approximate nearest-neighbour index (`engram.graph.ann`) once
-`ann_min_rows` phrases are searched, instead of scoring every phrase: exact all-pairs search is quadratic, which
+`ann_min_rows` phrases are searched and that is cheaper (0: always), instead of scoring every phrase: exact all-pairs search is quadratic, which
 a large memory's build cannot afford. The candidates' cosines are then recomputed exactly, as above, so a list is
 the exact one whenever the index returns the true neighbours (recall measured in bench/bench_ann.py and tested in
 tests/test_ann.py); below the threshold, and with `ann_min_rows=None`, the search is exact.
@@ -28,6 +28,7 @@ VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
 
 SLACK = 1e-4  # float32 candidates within this of the threshold are re-checked exactly
 ANN_FIRST_K = 16  # neighbours asked of the ANN index per phrase at first (widened while all of them pass)
+ANN_ROW_COST = 2000  # adding or searching one row of an HNSW index costs about this many exact cosines
 
 
 class SynonymLists:
@@ -54,7 +55,7 @@ class SynonymLists:
         found: dict[int, list[Neighbour]] = {int(r): [] for r in rows}
         if len(targets) == 0:
             return found
-        if self.ann_min_rows is not None and len(targets) >= self.ann_min_rows:
+        if self._use_ann(len(rows), targets):
             self._ann_candidates(found, rows, targets, vectors, keys)
             return found
         # mostly alive targets: score the whole run of rows they span (no gathered copy of the vectors, which
@@ -79,6 +80,19 @@ class SynonymLists:
                 if q != t and sim >= self.threshold:
                     found[q].append((sim, keys[t], t))
         return found
+
+    def _use_ann(self, n_rows: int, targets: IntArray) -> bool:
+        """ANN when at least `ann_min_rows` targets are searched and it is cheaper than exact search: scoring
+        n_rows x targets cosines, against adding the rows the index lacks and searching n_rows (a few new phrases
+        on a memory whose index is not built yet are searched exactly; a large batch builds it). `ann_min_rows`
+        0 forces ANN."""
+        if self.ann_min_rows is None or len(targets) < self.ann_min_rows:
+            return False
+        if self.ann_min_rows == 0:
+            return True
+        top = int(targets[-1]) + 1
+        held = int(np.count_nonzero(self.ann_present[:top]))
+        return n_rows * len(targets) > ANN_ROW_COST * (top - held + n_rows)
 
     def _ann_candidates(
         self,
