@@ -7,10 +7,10 @@ depend on the order phrases arrived in: inserting or deleting phrases one batch 
 build from scratch gives. Memory is O(block x phrases), never phrases².
 
 With `ann_min_rows` set, candidates come from an approximate nearest-neighbour index (`engram.graph.ann`) once
-`ann_min_rows` phrases are searched and that is cheaper (0: always), instead of scoring every phrase: exact all-pairs search is quadratic, which
-a large memory's build cannot afford. The candidates' cosines are then recomputed exactly, as above, so a list is
-the exact one whenever the index returns the true neighbours (recall measured in bench/bench_ann.py and tested in
-tests/test_ann.py); below the threshold, and with `ann_min_rows=None`, the search is exact.
+`ann_min_rows` phrases are searched and that is cheaper (0: always) instead of scoring every phrase: exact
+all-pairs search is quadratic, which a large memory's build cannot afford. The candidates' cosines are then
+recomputed exactly, as above, so a list is the exact one whenever the index returns the true neighbours (recall
+measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact.
 """
 
 from __future__ import annotations
