@@ -9,9 +9,11 @@ import pytest
 
 from engram import GraphConfig, InputError, MemoryConfig
 from engram.embed import HashEmbedder
+from engram.graph import ann
 from engram.graph.synonyms import SynonymLists
 
-pytest.importorskip("usearch.index", reason="the ann extra (usearch) is not installed")
+if not ann.available():  # found, not imported: importing usearch here would load it before onnxruntime
+    pytest.skip("the ann extra (usearch) is not installed", allow_module_level=True)
 
 from engram.graph.ann import AnnIndex
 
@@ -146,3 +148,20 @@ def test_auto_mode_picks_the_cheaper_search() -> None:
     assert not lists._use_ann(50_000, targets[:500])  # below ann_min_rows: exact
     lists.ann_present = np.ones(100_000, dtype=bool)
     assert lists._use_ann(9, targets)  # the index is there: 9 searches beat 900k cosines
+
+
+def test_using_the_ann_index_then_the_default_embedder_does_not_crash() -> None:
+    """usearch loaded before onnxruntime crashed the process at onnxruntime's import (exit 139)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from engram.graph.ann import AnnIndex\n"
+        "index = AnnIndex(8)\n"
+        "index.add(np.arange(3), np.eye(3, 8, dtype=np.float32))\n"
+        "import onnxruntime\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-500:])

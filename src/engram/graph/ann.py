@@ -9,6 +9,7 @@ the candidates whose exact cosine passes: with the exact neighbours found, the r
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +26,16 @@ SLACK = 0.02  # int8 quantisation moves a cosine by well under this (bench/bench
 
 
 def available() -> bool:
-    try:
-        import usearch.index  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether usearch is installed (found, not imported: see `_index_class`)."""
+    return importlib.util.find_spec("usearch") is not None
 
 
 def _index_class() -> Any:
+    # Loading usearch's compiled module before onnxruntime's makes the later onnxruntime import crash the
+    # process (a native-library clash, seen with usearch 2.26 and onnxruntime 1.32; the other order is fine),
+    # and the default embedder loads onnxruntime lazily: load it first when it is installed.
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # type: ignore[import-untyped]  # noqa: F401
     try:
         from usearch.index import Index
     except ImportError as exc:
