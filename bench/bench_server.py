@@ -36,7 +36,6 @@ from threadpoolctl import threadpool_limits
 
 from engram import Document, Memory
 
-THREADS: list[str] = [a for a in os.environ.get("BENCH_SERVER_ARGS", "").split() if a]
 RETRIEVE, DOCUMENTS = "/v1/memories/default/retrieve", "/v1/memories/default/documents"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 
@@ -161,13 +160,13 @@ def in_process(
     return stats
 
 
-def start_server(path: Path, embedder: str, blas: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(path: Path, embedder: str, blas: int, threads: int | None) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code = "import sys; from engram.cli import main; sys.exit(main())"
     args = ["serve", "--memory", str(path), "--embedder", embedder, "--port", str(port), "--log-level", "warning",
-            "--blas-threads", str(blas), *THREADS]
+            "--blas-threads", str(blas), *(["--threads", str(threads)] if threads else [])]
     env = {**os.environ, "ENGRAM_LLM_BASE_URL": "", "ENGRAM_LLM_MODEL": ""}
     proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -322,8 +321,12 @@ def main() -> None:
     parser.add_argument("--embedder", default="hash", help="embedder spec (hash: no model; minilm: the default)")
     parser.add_argument("--limit", type=int, help="only the first N passages (smoke runs)")
     parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads, in-process and in the server")
+    parser.add_argument("--server-threads", type=int, help="the server's --threads (default: its own default)")
     parser.add_argument("--marker-share", type=float, default=0.2, help="share of reads that ask for the marker")
     args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"no shared data at {DATA}", file=sys.stderr)
+        sys.exit(2)
     threadpool_limits(limits=args.blas_threads)  # the same for the in-process baseline as for the server
     short = max(5.0, args.seconds / 4)
     with tempfile.TemporaryDirectory(prefix="engram-bench-server-") as tmp:
@@ -338,7 +341,7 @@ def main() -> None:
         print(inner.line(f"in-process Memory.retrieve, {args.readers} threads"))
         inner = in_process(path, args.embedder, questions, args.readers, short, writer=True)
         print(inner.line(f"in-process, {args.readers} threads + 1 writer"))
-        proc, url = start_server(path, args.embedder, args.blas_threads)
+        proc, url = start_server(path, args.embedder, args.blas_threads, args.server_threads)
         try:
             single = Load(url, questions, short, 0.0)
             asyncio.run(single.run(1, writer=False))
