@@ -128,6 +128,8 @@ def test_the_page_adds_asks_and_draws_the_graph(
         browser.find_element(By.ID, "answer-btn").click()
         until(browser, lambda d: "Lyon" in d.find_element(By.ID, "answer").text)
         browser.find_element(By.CSS_SELECTOR, "button[aria-label='delete bob']").click()
-        until(browser, lambda d: "bob" not in texts(d, "#documents li span"))
+        until(browser, lambda d: "Deleted bob." in d.find_element(By.ID, "status").text)
+        assert "bob" not in texts(browser, "#documents li span")
         assert browser.find_element(By.ID, "doc-count").text == "(4)"
+        assert not any("Zenith Foods" in p for p in texts(browser, "#passages li"))  # the results were re-run
         shoot(browser, tmp_path / "3-answered.png")

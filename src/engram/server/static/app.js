@@ -86,8 +86,9 @@ async function loadDocuments(reset) {
 
 async function removeDocument(id) {
   await api("DELETE", memPath("/documents/" + encodeURIComponent(id)));
-  say(`Deleted ${id}.`);
   await refresh();
+  if ($("passages").children.length && $("question").value.trim()) await ask();  // results without it
+  say(`Deleted ${id}.`);
 }
 
 // adding documents and jobs ----------------------------------------------------------------------------
