@@ -17,10 +17,9 @@ import numpy.typing as npt
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
-from engram.retrieve.hipporag1 import SeedList, dense_fallback, dense_scores, entity_seeds, phrase_graph_rank
-from engram.retrieve.hipporag2 import FilterFn, GraphRanking
+from engram.retrieve.hipporag1 import SeedList, dense_scores, entity_seeds, phrase_graph_rank
+from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, kept_facts_all, rank_full_graph
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
-from engram.types import Fact
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -31,28 +30,19 @@ def full_graph_rank(
 ) -> list[GraphRanking]:
     """HippoRAG 2's graph search from given phrase seeds: phrase seeds plus every passage seeded with
     `passage_weight` x its normalised dense score, one batched PPR over the full graph."""
-    columns = [qi for qi, s in enumerate(seeds) if s is not None and len(s[0])]
-    ranks: FloatArray = np.zeros((0, 0))
-    if columns:
-        resets = []
-        for qi in columns:
-            seed = seeds[qi]
-            if seed is not None:
-                rows, weights = seed
-                resets.append(reset_vector(index.n_phrases, rows, weights, passage_scores[qi], config.passage_weight))
-        ranks = index.ppr(np.stack(resets, axis=1), config.damping)
-    out: list[GraphRanking] = []
+    resets: list[FloatArray | None] = []
+    named: list[list[tuple[str, float]]] = []
     for qi, seed in enumerate(seeds):
-        if qi not in columns or seed is None:
-            rows, scores = dense_fallback(index, passage_scores[qi], k)
-            out.append(GraphRanking(rows, scores, "dense", [], [], [], False))
+        if seed is None or not len(seed[0]):
+            resets.append(None)
+            named.append([])
             continue
-        mass = index.rankable(ranks[index.n_phrases :, columns.index(qi)])
-        ranked = top_k(mass, k, index.passage_rank)
-        order = np.argsort(-seed[1], kind="stable")
-        named = [(index.tables.phrases[int(seed[0][i])], float(seed[1][i])) for i in order.tolist()]
-        out.append(GraphRanking(ranked, mass[ranked], method, [], [], named, False))
-    return out
+        rows, weights = seed
+        resets.append(reset_vector(index.n_phrases, rows, weights, passage_scores[qi], config.passage_weight))
+        order = np.argsort(-weights, kind="stable")
+        named.append([(index.tables.phrases[int(rows[i])], float(weights[i])) for i in order.tolist()])
+    evidence: list[Evidence] = [([], [], False) for _ in seeds]
+    return rank_full_graph(index, resets, passage_scores, named, evidence, config.damping, k, method)
 
 
 def ner_to_node(
@@ -88,10 +78,6 @@ def query_to_node(
     return full_graph_rank(index, seeds, dense_scores(index, vectors), config, k, "hipporag2-query-to-node")
 
 
-def _facts(index: GraphIndex, rows: Sequence[int], scores: FloatArray) -> list[Fact]:
-    return [Fact(*index.tables.facts[i], score=float(scores[i])) for i in rows]
-
-
 def no_passage_nodes(
     index: GraphIndex,
     query_vectors: npt.ArrayLike,
@@ -102,31 +88,21 @@ def no_passage_nodes(
 ) -> list[GraphRanking]:
     """HippoRAG 2's query-to-fact linking and recognition filter, then PPR over the phrase graph alone."""
     vectors = np.asarray(query_vectors, dtype=np.float32)
-    fact_scores = index.fact_scores(vectors) if bool(index.fact_alive.any()) else None
-    counts = index.phrase_passage_counts if config.node_specificity else None
-    seeds: list[tuple[IntArray, FloatArray] | None] = []
-    explained: list[tuple[list[Fact], list[Fact], bool]] = []
-    for qi, query in enumerate(queries):
-        if fact_scores is None:
-            seeds.append(None)
-            explained.append(([], [], False))
-            continue
-        top = top_k(np.where(index.fact_alive, fact_scores[qi], -np.inf), config.fact_top_k, index.fact_rank).tolist()
-        kept, filtered = top, False
-        if recognition is not None and config.use_filter and top:
-            choice = recognition(query, [index.tables.facts[i] for i in top])
-            if choice is not None:
-                kept, filtered = [top[i] for i in choice], True
-        explained.append((_facts(index, top, fact_scores[qi]), _facts(index, kept, fact_scores[qi]), filtered))
-        if not kept:
-            seeds.append(None)
-            continue
-        normalised = min_max(fact_scores[qi])
-        rows = np.array(kept, dtype=np.int64)
-        seeds.append(
-            phrase_seeds(rows, normalised, index.tables.fact_phrases, config.max_seeds, counts, index.phrase_rank)
-        )
     passage_scores = dense_scores(index, vectors)
-    return phrase_graph_rank(
-        index, seeds, passage_scores, config.damping, k, "hipporag2-no-passage-nodes", explained
-    )
+    method = "hipporag2-no-passage-nodes"
+    if not bool(index.fact_alive.any()):
+        return phrase_graph_rank(index, [None] * len(queries), passage_scores, config.damping, k, method)
+    fact_scores = index.fact_scores(vectors)
+    counts = index.phrase_passage_counts if config.node_specificity else None
+    picked = kept_facts_all(index, queries, fact_scores, config, recognition)
+    seeds: list[tuple[IntArray, FloatArray] | None] = []
+    for qi, (_, _, kept_rows, _) in enumerate(picked):
+        rows = np.array(kept_rows, dtype=np.int64)
+        seeds.append(
+            phrase_seeds(rows, min_max(fact_scores[qi]), index.tables.fact_phrases, config.max_seeds, counts,
+                         index.phrase_rank)
+            if kept_rows
+            else None
+        )  # fmt: skip
+    explained = [(candidates, kept, filtered) for candidates, kept, _, filtered in picked]
+    return phrase_graph_rank(index, seeds, passage_scores, config.damping, k, method, explained)

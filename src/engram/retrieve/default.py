@@ -26,8 +26,8 @@ import numpy.typing as npt
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
-from engram.retrieve.hipporag2 import FilterFn, GraphRanking, dense_ranking, kept_facts_all
 from engram.retrieve.links import link_seeds
+from engram.retrieve.ranking import FilterFn, GraphRanking, kept_facts_all, rank_full_graph
 from engram.retrieve.scoring import min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
@@ -88,32 +88,21 @@ def hipporag2_default(
     passage_scores = index.dense_scores(query_vectors)
     fact_scores = index.fact_scores(query_vectors)
     links = link_seeds(index, queries) if config.query_links else [(np.zeros(0, np.int64), np.zeros(0))] * len(queries)
-    results: list[GraphRanking | None] = []
-    resets: list[FloatArray] = []
-    pending: list[tuple[int, GraphRanking]] = []
     picked = kept_facts_all(index, queries, fact_scores, config, recognition, config.seed_fact_top_k)
-    for qi in range(len(queries)):
-        candidates, kept, kept_rows, filtered = picked[qi]
+    resets: list[FloatArray | None] = []
+    seeds: list[list[tuple[str, float]]] = []
+    for qi, (_, _, kept_rows, _) in enumerate(picked):
         seed_rows, seed_weights = combined_seeds(index, links[qi], kept_rows, fact_scores[qi], config)
         if not len(seed_rows):
-            rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
-            results.append(GraphRanking(rows, scores, "dense", candidates, kept, [], filtered))
+            resets.append(None)
+            seeds.append([])
             continue
         reset = np.zeros(index.n_phrases + len(index.passages), dtype=np.float64)
         reset[seed_rows] = seed_weights
-        prior = passage_prior(index.rankable(passage_scores[qi]), config.prior_weight, config.prior_temperature)
-        reset[index.n_phrases :] = prior
+        reset[index.n_phrases :] = passage_prior(
+            index.rankable(passage_scores[qi]), config.prior_weight, config.prior_temperature
+        )
         resets.append(reset)
-        seeds = [(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights.tolist())]
-        empty = np.zeros(0, dtype=np.int64)
-        pending.append((qi, GraphRanking(empty, np.zeros(0), METHOD, candidates, kept, seeds, filtered)))
-        results.append(None)
-    if resets:
-        ranks = index.ppr(np.stack(resets, axis=1), config.damping)
-        for col, (qi, partial) in enumerate(pending):
-            mass = index.rankable(ranks[index.n_phrases :, col])
-            rows = top_k(mass, k, index.passage_rank)
-            results[qi] = GraphRanking(
-                rows, mass[rows], METHOD, partial.candidates, partial.kept, partial.seeds, partial.filtered
-            )
-    return [r for r in results if r is not None]
+        seeds.append([(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights.tolist())])
+    evidence = [(candidates, kept, filtered) for candidates, kept, _, filtered in picked]
+    return rank_full_graph(index, resets, passage_scores, seeds, evidence, config.damping, k, METHOD)

@@ -15,7 +15,6 @@ import numpy.typing as npt
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
-from engram.retrieve.hipporag2 import GraphRanking
 from engram.retrieve.phrase_graph import (
     context_matrix,
     link_nearest,
@@ -24,6 +23,7 @@ from engram.retrieve.phrase_graph import (
     rank_with_tiebreak,
     specificity_seeds,
 )
+from engram.retrieve.ranking import GraphRanking
 from engram.retrieve.scoring import top_k
 from engram.types import Fact
 

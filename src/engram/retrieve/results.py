@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.hipporag2 import FilterFn, GraphRanking
+from engram.retrieve.ranking import FilterFn, GraphRanking
 from engram.types import Retrieval, RetrievedPassage, Seed, Triple
 
 

@@ -1,0 +1,119 @@
+"""What every graph method shares: the ranking it returns, the dense fallback, picking a query's facts (with
+the recognition filter), and the batched Personalized PageRank step over the full graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.config import RetrieveConfig
+from engram.index.view import GraphIndex
+from engram.retrieve.scoring import top_k
+from engram.types import Fact, Triple
+
+FloatArray = npt.NDArray[np.float64]
+# (query, candidate triples) -> indices of the kept candidates, or None when the filter is unavailable
+FilterFn = Callable[[str, Sequence[Triple]], "list[int] | None"]
+# a query's candidate facts, the kept ones, and whether the recognition filter ran
+Evidence = tuple[list[Fact], list[Fact], bool]
+
+
+@dataclass(frozen=True)
+class GraphRanking:
+    """One query's outcome: passage rows and scores, best first, and the evidence."""
+
+    rows: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    method: str
+    candidates: list[Fact]
+    kept: list[Fact]
+    seeds: list[tuple[str, float]]
+    filtered: bool
+
+
+def dense_ranking(
+    passage_scores: npt.NDArray[np.float64], k: int, tiebreak: npt.ArrayLike | None = None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    rows = top_k(passage_scores, k, tiebreak)
+    return rows, passage_scores[rows]
+
+
+def _facts(index: GraphIndex, rows: Sequence[int], scores: npt.NDArray[np.float64]) -> list[Fact]:
+    return [Fact(*index.tables.facts[i], score=float(scores[i])) for i in rows]
+
+
+def kept_facts(
+    index: GraphIndex,
+    query: str,
+    scores: npt.NDArray[np.float64],
+    config: RetrieveConfig,
+    recognition: FilterFn | None,
+    top: int | None = None,
+) -> tuple[list[Fact], list[Fact], list[int], bool]:
+    """The query's `top` (default `fact_top_k`) facts by score, the ones the recognition filter keeps (all
+    without a filter), the kept rows, and whether the filter ran."""
+    rows = top_k(np.where(index.fact_alive, scores, -np.inf), top or config.fact_top_k, index.fact_rank).tolist()
+    candidates = _facts(index, rows, scores)
+    kept_rows, filtered = rows, False
+    if recognition is not None and config.use_filter and rows:
+        choice = recognition(query, [index.tables.facts[i] for i in rows])
+        if choice is not None:
+            kept_rows, filtered = [rows[i] for i in choice], True
+    return candidates, _facts(index, kept_rows, scores), kept_rows, filtered
+
+
+def kept_facts_all(
+    index: GraphIndex,
+    queries: Sequence[str],
+    scores: npt.NDArray[np.float64],
+    config: RetrieveConfig,
+    recognition: FilterFn | None,
+    top: int | None = None,
+) -> list[tuple[list[Fact], list[Fact], list[int], bool]]:
+    """`kept_facts` for every query; a filter with a `many` method (`RecognitionFilter`) gets the whole
+    batch at once, so its LLM calls run concurrently."""
+    many = getattr(recognition, "many", None)
+    if recognition is None or not config.use_filter or not callable(many):
+        return [kept_facts(index, q, scores[qi], config, recognition, top) for qi, q in enumerate(queries)]
+    unfiltered = [kept_facts(index, q, scores[qi], config, None, top) for qi, q in enumerate(queries)]
+    asked = [qi for qi, (_, _, rows, _) in enumerate(unfiltered) if rows]
+    choices = many([(queries[qi], [index.tables.facts[i] for i in unfiltered[qi][2]]) for qi in asked])
+    out = list(unfiltered)
+    for qi, choice in zip(asked, choices):
+        if choice is not None:
+            candidates, _, rows, _ = unfiltered[qi]
+            kept_rows = [rows[i] for i in choice]
+            out[qi] = (candidates, _facts(index, kept_rows, scores[qi]), kept_rows, True)
+    return out
+
+
+def rank_full_graph(
+    index: GraphIndex,
+    resets: Sequence[FloatArray | None],
+    passage_scores: FloatArray,
+    seeds: Sequence[list[tuple[str, float]]],
+    evidence: Sequence[Evidence],
+    damping: float,
+    k: int,
+    method: str,
+) -> list[GraphRanking]:
+    """One batched Personalized PageRank over phrase and passage nodes for the queries with a reset vector
+    (phrase seeds, then every passage's prior); passages ranked by their PageRank mass. A query without a
+    reset vector is ranked densely (`method == "dense"`)."""
+    columns = {qi: col for col, qi in enumerate(qi for qi, r in enumerate(resets) if r is not None)}
+    stacked = [r for r in resets if r is not None]
+    ranks = index.ppr(np.stack(stacked, axis=1), damping) if stacked else None
+    out: list[GraphRanking] = []
+    for qi, reset in enumerate(resets):
+        candidates, kept, filtered = evidence[qi]
+        if reset is None or ranks is None:
+            rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
+            out.append(GraphRanking(rows, scores, "dense", candidates, kept, [], filtered))
+            continue
+        mass = index.rankable(ranks[index.n_phrases :, columns[qi]])
+        rows = top_k(mass, k, index.passage_rank)
+        out.append(GraphRanking(rows, mass[rows], method, candidates, kept, list(seeds[qi]), filtered))
+    return out
