@@ -149,6 +149,8 @@ class IndexState:
         self.phrase_row: dict[str, int] = {}
         self.phrase_refs: list[int] = []  # alive facts naming the phrase
         self._alive_mask = np.zeros(16, dtype=bool)
+        self._fact_alive = np.zeros(16, dtype=bool)  # fact_support > 0
+        self._relations: dict[str, str] = {}  # one string object per relation, shared by the facts naming it
         # running totals over alive passages, so stats() is O(1) rather than O(size) per call
         self._counts = {
             "passages": 0,
@@ -271,6 +273,7 @@ class IndexState:
         for f in added:
             self.fact_support[f] += 1
             if self.fact_support[f] == 1:
+                self._fact_alive[f] = True
                 self._counts["facts"] += 1
                 self.fact_order.touch(self.facts[f])
                 for p in set(self.fact_phrases[f]):
@@ -287,6 +290,7 @@ class IndexState:
         for f in removed:
             self.fact_support[f] -= 1
             if self.fact_support[f] == 0:
+                self._fact_alive[f] = False
                 self._counts["facts"] -= 1
                 self.fact_order.touch(self.facts[f])
                 for p in set(self.fact_phrases[f]):
@@ -323,11 +327,28 @@ class IndexState:
     def _fact(self, key: Triple) -> int:
         row = self.fact_row.get(key)
         if row is None:
+            subject, obj = self._phrase(key[0]), self._phrase(key[2])
+            # the key made of the phrases' own strings: a million facts do not keep a million copies of them
+            key = (self.phrases[subject], self._relations.setdefault(key[1], key[1]), self.phrases[obj])
             row = self.fact_row[key] = len(self.facts)
             self.facts.append(key)
-            self.fact_phrases.append((self._phrase(key[0]), self._phrase(key[2])))
+            self.fact_phrases.append((subject, obj))
             self.fact_support.append(0)
+            if len(self.facts) > len(self._fact_alive):
+                grown = np.zeros(2 * len(self.facts), dtype=bool)
+                grown[: len(self._fact_alive)] = self._fact_alive
+                self._fact_alive = grown
         return row
+
+    def phrase_alive_mask(self) -> npt.NDArray[np.bool_]:
+        """phrase_refs > 0, one bool per phrase row (a copy)."""
+        mask: npt.NDArray[np.bool_] = self._alive_mask[: len(self.phrases)].copy()
+        return mask
+
+    def fact_alive_mask(self) -> npt.NDArray[np.bool_]:
+        """fact_support > 0, one bool per fact row (a copy)."""
+        mask: npt.NDArray[np.bool_] = self._fact_alive[: len(self.facts)].copy()
+        return mask
 
     def fact_phrase_array(self) -> IntArray:
         """`fact_phrases` as an (n, 2) array, extended with the facts added since the last call (the list only

@@ -41,7 +41,6 @@ class GraphIndex:
     fact_vectors: Vectors
     synonyms: tuple[npt.NDArray[np.int64], FloatArray]
     adjacency: sp.csr_matrix
-    operator: sp.csr_matrix
     phrase_passage_counts: FloatArray
     pending: int
     failed: int
@@ -52,6 +51,14 @@ class GraphIndex:
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
     _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
+    _operator: list[sp.csr_matrix] = field(default_factory=list)
+
+    @property
+    def operator(self) -> sp.csr_matrix:
+        """The walk operator in row space (derived on first use: retrieval walks the canonical one)."""
+        if not self._operator:
+            self._operator.append(walk_operator(self.adjacency))
+        return self._operator[0]
 
     def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
@@ -156,11 +163,11 @@ def view(state: IndexState) -> GraphIndex:
         context=context,
         relation=relation,
         relation_support=support,
-        dropped=sum(d for d, a in zip(state.passage_dropped, alive) if a),
+        dropped=state.dropped(),
     )
     synonyms = state.synonyms.edges()
     adjacency = assemble_adjacency(tables, n_passages, synonyms, state.config.context_weight)
-    statuses = [s for s, a in zip(state.passage_status, alive) if a]
+    counts = state.stats()
     order = _canonical(state)
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     canonical = walk_operator(adjacency[node_rows][:, node_rows])
@@ -169,16 +176,15 @@ def view(state: IndexState) -> GraphIndex:
         passage_alive=alive,
         passage_vectors=state.vectors["passage"].view(),
         tables=tables,
-        phrase_alive=np.array(state.phrase_refs, dtype=np.int64) > 0 if n_phrases else np.zeros(0, dtype=bool),
+        phrase_alive=state.phrase_alive_mask(),
         phrase_vectors=state.vectors["phrase"].view(),
-        fact_alive=np.array(state.fact_support, dtype=np.int64) > 0 if state.facts else np.zeros(0, dtype=bool),
+        fact_alive=state.fact_alive_mask(),
         fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
         adjacency=adjacency,
-        operator=walk_operator(adjacency),
         phrase_passage_counts=np.bincount(context[:, 1], minlength=n_phrases).astype(np.float64),
-        pending=statuses.count("pending"),
-        failed=statuses.count("failed"),
+        pending=counts["pending"],
+        failed=counts["failed"],
         node_rows=node_rows,
         canonical_operator=canonical,
         canonical_dangling=dangling_nodes(canonical),
