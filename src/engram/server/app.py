@@ -61,7 +61,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         description="A HippoRAG 2 memory for LLMs over REST, MCP (/mcp) and a web page (/).",
         lifespan=lifespan,
     )
-    app.state.service = service
+    app.state.service, app.state.access = service, access
     app.include_router(build_router(service, access))
     for route in mcp_app.routes:
         if isinstance(route, Route) and route.path == "/mcp":

@@ -34,19 +34,34 @@ INSTRUCTIONS = (
 def build_mcp(service: Service, access: Access) -> MCPServer:
     """An MCPServer whose tools call `service`, checking scopes with `access`."""
     server = MCPServer("engram", instructions=INSTRUCTIONS, log_level="WARNING")
+    call = Guard(access)
+    _listing_tools(server, service, call)
+    _query_tools(server, service, call)
+    _write_tools(server, service, call)
+    return server
 
-    async def call(ctx: Context, memory: str | None, write: bool, fn: Callable[[ApiKey | None], T]) -> T:
-        """Check the caller's key (HTTP only), then run `fn(key)` on a worker thread; errors become ToolErrors
-        whose text starts with the REST error type (bad_input, not_found, forbidden, conflict, ...)."""
+
+class Guard:
+    """Checks the caller's key (HTTP only), then runs the work on a worker thread; errors become ToolErrors
+    whose text starts with the REST error type (bad_input, not_found, forbidden, conflict, ...)."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+
+    async def __call__(self, ctx: Context, memory: str | None, write: bool, fn: Callable[[ApiKey | None], T]) -> T:
         try:
             headers = ctx.headers
-            key = access.identify(headers.get("authorization")) if headers is not None else None
+            key = self.access.identify(headers.get("authorization")) if headers is not None else None
             if memory is not None:
-                access.check(key, check_name(memory), write)
+                self.access.check(key, check_name(memory), write)
             return await anyio.to_thread.run_sync(fn, key)
         except Exception as exc:
             error = api_error(exc)
             raise ToolError(f"{error.type}: {error.message}") from exc
+
+
+def _listing_tools(server: MCPServer, service: Service, call: Guard) -> None:
+    access = call.access
 
     @server.tool()
     async def list_memories(ctx: Context) -> dict[str, Any]:
@@ -60,21 +75,15 @@ def build_mcp(service: Service, access: Access) -> MCPServer:
         return await call(ctx, memory, False, lambda _: service.stats(memory))
 
     @server.tool()
-    async def remember(
-        ctx: Context,
-        text: str | None = None,
-        memory: str = DEFAULT,
-        id: str | None = None,
-        title: str | None = None,
-        documents: list[dict[str, Any]] | None = None,
+    async def list_documents(
+        ctx: Context, memory: str = DEFAULT, prefix: str = "", limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
-        """Store text in long-term memory so it can be recalled later. Give `text` (and optionally a stable `id`
-        and a `title`; the same id later replaces the text), or `documents`: a list of {"id", "text",
-        "title"?, "metadata"?}. The memory is created on first use. Returns what was indexed (documents,
-        passages, extracted facts) and the memory's new size; waits until the text is searchable."""
-        docs = _documents(text, id, title, documents)
-        return await call(ctx, memory, True, lambda _: service.add(memory, docs, None, wait=True).as_json())
+        """List stored document ids (with metadata) in id order, optionally only ids starting with `prefix`. Pass
+        the returned `next_cursor` as `cursor` to get the next page."""
+        return await call(ctx, memory, False, lambda _: service.documents(memory, prefix, limit, cursor))
 
+
+def _query_tools(server: MCPServer, service: Service, call: Guard) -> None:
     @server.tool()
     async def recall(ctx: Context, query: str, memory: str = DEFAULT, top_k: int = 5) -> dict[str, Any]:
         """Search the memory for passages relevant to `query` (a question or topic). Returns the `top_k` passages,
@@ -92,21 +101,29 @@ def build_mcp(service: Service, access: Access) -> MCPServer:
         results = await call(ctx, memory, False, lambda _: service.answer(memory, [question], top_k))
         return dict(results[0])
 
+
+def _write_tools(server: MCPServer, service: Service, call: Guard) -> None:
+    @server.tool()
+    async def remember(
+        ctx: Context,
+        text: str | None = None,
+        memory: str = DEFAULT,
+        id: str | None = None,
+        title: str | None = None,
+        documents: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Store text in long-term memory so it can be recalled later. Give `text` (and optionally a stable `id`
+        and a `title`; the same id later replaces the text), or `documents`: a list of {"id", "text",
+        "title"?, "metadata"?}. The memory is created on first use. Returns what was indexed (documents,
+        passages, extracted facts) and the memory's new size; waits until the text is searchable."""
+        docs = _documents(text, id, title, documents)
+        return await call(ctx, memory, True, lambda _: service.add(memory, docs, None, wait=True).as_json())
+
     @server.tool()
     async def forget(ctx: Context, document_id: str, memory: str = DEFAULT) -> dict[str, Any]:
         """Delete a stored document (by the id it was remembered under) and everything only it contributed: its
         passages, and the facts and entities no other passage states. Returns the memory's new size."""
         return await call(ctx, memory, True, lambda _: service.delete(memory, document_id).as_json())
-
-    @server.tool()
-    async def list_documents(
-        ctx: Context, memory: str = DEFAULT, prefix: str = "", limit: int = 50, cursor: str | None = None
-    ) -> dict[str, Any]:
-        """List stored document ids (with metadata) in id order, optionally only ids starting with `prefix`. Pass
-        the returned `next_cursor` as `cursor` to get the next page."""
-        return await call(ctx, memory, False, lambda _: service.documents(memory, prefix, limit, cursor))
-
-    return server
 
 
 def _documents(

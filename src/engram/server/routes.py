@@ -20,21 +20,41 @@ from engram.server.settings import ApiKey
 from engram.types import Document
 
 
+async def _caller(request: Request) -> ApiKey | None:  # async: no thread hop for a dictionary look-up
+    access: Access = request.app.state.access
+    return access.identify(request.headers.get("authorization"))
+
+
+Caller = Annotated[ApiKey | None, Depends(_caller)]
+
+
+class Scope:
+    """The service and the key checks the route groups share."""
+
+    def __init__(self, service: Service, access: Access) -> None:
+        self.service, self.access = service, access
+
+    def reading(self, name: str, key: ApiKey | None) -> str:
+        self.access.check(key, check_name(name))
+        return name
+
+    def writing(self, name: str, key: ApiKey | None) -> str:
+        self.access.check(key, check_name(name), write=True)
+        return name
+
+
 def build_router(service: Service, access: Access) -> APIRouter:
-    router = APIRouter(prefix="/v1")
+    """Every /v1 route; the app must hold `access` as `app.state.access`."""
+    router, scope = APIRouter(prefix="/v1"), Scope(service, access)
+    _memory_routes(router, scope)
+    _document_routes(router, scope)
+    _query_routes(router, scope)
+    _job_routes(router, scope)
+    return router
 
-    async def caller(request: Request) -> ApiKey | None:  # async: no thread hop for a dictionary look-up
-        return access.identify(request.headers.get("authorization"))
 
-    Caller = Annotated[ApiKey | None, Depends(caller)]
-
-    def reading(name: str, key: ApiKey | None) -> str:
-        access.check(key, check_name(name))
-        return name
-
-    def writing(name: str, key: ApiKey | None) -> str:
-        access.check(key, check_name(name), write=True)
-        return name
+def _memory_routes(router: APIRouter, scope: Scope) -> None:
+    service, access = scope.service, scope.access
 
     @router.get("/health", tags=["server"])
     def health() -> dict[str, Any]:
@@ -50,7 +70,11 @@ def build_router(service: Service, access: Access) -> APIRouter:
     @router.get("/memories/{name}", tags=["memories"])
     def stats(name: str, key: Caller) -> dict[str, Any]:
         """The stats `engram stats` prints."""
-        return service.stats(reading(name, key))
+        return service.stats(scope.reading(name, key))
+
+
+def _document_routes(router: APIRouter, scope: Scope) -> None:
+    service = scope.service
 
     @router.get("/memories/{name}/documents", tags=["documents"])
     def documents(
@@ -61,37 +85,41 @@ def build_router(service: Service, access: Access) -> APIRouter:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         """Stored documents (id and metadata) in id order; pass `next_cursor` back as `cursor` for the next page."""
-        return service.documents(reading(name, key), prefix, limit, cursor)
+        return service.documents(scope.reading(name, key), prefix, limit, cursor)
 
     @router.post("/memories/{name}/documents", tags=["documents"])
     def add(name: str, body: AddDocuments, key: Caller, response: Response) -> dict[str, Any]:
         """Add documents. Without an LLM: indexed at once (200, the report). With one: a job (202; poll
         /v1/jobs/{id}, or send "wait": true)."""
         docs = [d.to_document() for d in body.documents]
-        result = service.add(writing(name, key), docs, body.extractions, body.wait)
+        result = service.add(scope.writing(name, key), docs, body.extractions, body.wait)
         return _write_answer(result, response)
 
     @router.put("/memories/{name}/documents/{doc_id:path}", tags=["documents"])
     def update(name: str, doc_id: str, body: UpdateDocument, key: Caller, response: Response) -> dict[str, Any]:
         """Replace a document (an unknown id is added); unchanged chunks keep their extractions."""
         doc = Document(doc_id, body.text, body.title, dict(body.metadata))
-        return _write_answer(service.update(writing(name, key), doc, body.extractions, body.wait), response)
+        return _write_answer(service.update(scope.writing(name, key), doc, body.extractions, body.wait), response)
 
     @router.delete("/memories/{name}/documents/{doc_id:path}", tags=["documents"])
     def delete(name: str, doc_id: str, key: Caller) -> dict[str, Any]:
         """Remove a document, its passages and whatever only they stated."""
-        return service.delete(writing(name, key), doc_id).as_json()
+        return service.delete(scope.writing(name, key), doc_id).as_json()
+
+
+def _query_routes(router: APIRouter, scope: Scope) -> None:
+    service = scope.service
 
     @router.post("/memories/{name}/retrieve", tags=["queries"])
     def retrieve(name: str, body: RetrieveRequest, key: Caller) -> dict[str, Any]:
         """Ranked passages per query, with the why (facts, seeds, filter, fallback)."""
         queries = _queries(body)
-        return {"results": service.retrieve(reading(name, key), queries, body.top_k, body.method)}
+        return {"results": service.retrieve(scope.reading(name, key), queries, body.top_k, body.method)}
 
     @router.post("/memories/{name}/answer", tags=["queries"], response_model=None)
     def answer(name: str, body: AnswerRequest, key: Caller) -> dict[str, Any] | StreamingResponse:
         """The reader's answer with its passages and facts; `"stream": true` sends server-sent events."""
-        queries, name = _queries(body), reading(name, key)
+        queries, name = _queries(body), scope.reading(name, key)
         if not body.stream:
             return {"results": service.answer(name, queries, body.top_k, body.method)}
         service.memory(name)  # an unknown memory is a 404 before the stream starts
@@ -107,7 +135,11 @@ def build_router(service: Service, access: Access) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=500)] = 60,
     ) -> dict[str, Any]:
         """A neighbourhood of the graph (nodes; edges with kind and weight) for pictures."""
-        return service.graph(reading(name, key), around, hops, limit)
+        return service.graph(scope.reading(name, key), around, hops, limit)
+
+
+def _job_routes(router: APIRouter, scope: Scope) -> None:
+    service, access = scope.service, scope.access
 
     @router.get("/jobs/{job_id}", tags=["jobs"])
     def job(job_id: str, key: Caller, wait: Annotated[float, Query(ge=0, le=600)] = 0) -> dict[str, Any]:
@@ -123,8 +155,6 @@ def build_router(service: Service, access: Access) -> APIRouter:
         if named:
             check_name(named.group(1))
         raise not_found(f"no route /v1/{rest}: see /docs for the API")
-
-    return router
 
 
 _NAMED_ROUTE = re.compile(r"memories/(.+?)(?:/(?:documents|retrieve|answer|graph)(?:/.*)?)?")
