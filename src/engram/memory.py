@@ -20,14 +20,19 @@ from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
 from engram.index.commit import VectorSource
 from engram.index.live import LiveIndex
+from engram.index.retry import retry_conflicts
 from engram.index.view import GraphIndex
 from engram.index.writer import Writer
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
+from engram.retrieve.rse import RSEParams
 from engram.retrieve.run import answer_all, retrieve
+from engram.retrieve.segments import Segments
 from engram.settings import load_file_config, resolve_embedder, resolve_llm
+from engram.store.base import Store
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
+from engram.store.pg_schema import is_database_url
 from engram.store.records import RecordStore, check_records_file
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
@@ -35,7 +40,8 @@ DB_NAME = "engram.sqlite"
 
 
 class Memory:
-    """A HippoRAG 2 memory stored in one directory.
+    """A HippoRAG 2 memory stored in one directory, or in a PostgreSQL schema shared by several processes
+    (`Memory("postgresql://user:password@host/db?schema=notes")`, the `postgres` extra).
 
     >>> with Memory("notes.engram") as memory:          # doctest: +SKIP
     ...     memory.index(["Alice founded Acme.", "Acme is based in Lyon."])
@@ -59,19 +65,28 @@ class Memory:
         create: bool = True,
         extractor: str | None = None,
     ) -> None:
+        self.url = str(path) if is_database_url(path) else None  # a PostgreSQL memory: no directory
         self.path = Path(path)
-        self.embedder = resolve_embedder(embedder, Path(path))
-        self.config = config or load_file_config(self.path)
-        self.llm: ChatModel | None = resolve_llm(self.path) if llm is None else llm or None
+        directory = None if self.url else self.path
+        self.embedder = resolve_embedder(embedder, directory)
+        self.config = config or (load_file_config(self.path) if directory else MemoryConfig())
+        self.llm: ChatModel | None = resolve_llm(directory) if llm is None else llm or None
         self._owned_llm = self.llm if llm is None else None  # made here, so closed here
-        self._open_directory(create)
-        self._store = RecordStore(self.path / DB_NAME)
+        self._store = self._open_store(create)
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
-        self._live = LiveIndex(self.path, self._store, self.embedder, self._model_key, self.config.graph)
+        self._live = LiveIndex(directory, self._store, self.embedder, self._model_key, self.config.graph)
         self._session: LLMSession | None = None
         self.extractor = resolve_extractor(extractor)
         self._offline: OfflineSession | None = None
         self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
+
+    def _open_store(self, create: bool) -> Store:
+        if self.url is not None:
+            from engram.store.postgres import PostgresStore
+
+            return PostgresStore(self.url, self.embedder.identity, create)
+        self._open_directory(create)
+        return RecordStore(self.path / DB_NAME)
 
     def _open_directory(self, create: bool) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -165,20 +180,24 @@ class Memory:
         With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
         extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
         resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
-        found = as_extraction_set(extractions)
-        return self._finish(self._writer.index(documents, found, progress, max_tokens, max_input_tokens))
+        found, docs = as_extraction_set(extractions), list(documents)
+        return self._finish(
+            retry_conflicts(lambda: self._writer.index(docs, found, progress, max_tokens, max_input_tokens))
+        )
 
     def update(
         self, document: Document, *, extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None
     ) -> IndexReport:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
         Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
-        return self._finish(self._writer.update(document, as_extraction_set(extractions)))
+        found = as_extraction_set(extractions)
+        return self._finish(retry_conflicts(lambda: self._writer.update(document, found)))
 
     def delete(self, document_ids: Iterable[str]) -> IndexReport:
         """Remove documents: their passages (unless another document shares them), the facts and phrases no
         remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
-        return self._finish(self._writer.delete(document_ids))
+        ids = list(document_ids)
+        return self._finish(retry_conflicts(lambda: self._writer.delete(ids)))
 
     def _finish(self, report: IndexReport) -> IndexReport:
         report.stats = self._live.stats()
@@ -196,7 +215,7 @@ class Memory:
         if self.llm is None:
             raise LLMError("no LLM configured: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
         report = IndexReport()
-        self._writer.extract_into(report, progress, max_tokens, redo)
+        retry_conflicts(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
         return self._finish(report)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------
@@ -308,6 +327,23 @@ class Memory:
         try:
             ctx = self.context(config)
             return retrieve(ctx, _as_queries(queries), top_k, method, query_entities=query_entities)
+        finally:
+            self._flush_llm()
+
+    def segments(
+        self,
+        queries: str | Sequence[str],
+        base: str = "hipporag2",
+        budget_tokens: int = 6000,
+        params: RSEParams | None = None,
+    ) -> list[Segments]:
+        """Runs of adjacent passages instead of single passages (relevant segment extraction over the ranking of
+        `base`), at most `budget_tokens` tokens per query; one `Segments` per query (engram.retrieve.segments)."""
+        from engram.retrieve.segments import segments_for
+
+        self._llm_session()  # account for the calls below
+        try:
+            return segments_for(self.context(), _as_queries(queries), base, budget_tokens, params or RSEParams())
         finally:
             self._flush_llm()
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from engram.llm.base import ChatModel
 from engram.memory import Memory
 from engram.settings import resolve_llm
+from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport, Retrieval
 
 
@@ -44,14 +45,15 @@ def say(message: str) -> None:
 
 def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
     """The memory of `--memory`; commands without the LLM flags open it without an LLM."""
-    path = Path(args.memory)
+    path = None if is_database_url(args.memory) else Path(args.memory)  # postgresql://...: no directory
     llm = None
     if hasattr(args, "llm_model"):
         concurrency = getattr(args, "llm_concurrency", None)
         llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=concurrency)
     extractor = getattr(args, "extractor", None)
     chat: ChatModel | Literal[False] = llm if llm is not None else False
-    return Memory(path, embedder=args.embedder, llm=chat, create=create, extractor=extractor)
+    target = args.memory if path is None else path
+    return Memory(target, embedder=args.embedder, llm=chat, create=create, extractor=extractor)
 
 
 def memory_line(s: dict[str, int]) -> str:
@@ -114,7 +116,7 @@ def print_retrieval(r: Retrieval) -> None:
 def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True, progress: bool = True) -> None:
     """The shared flags a command takes: `--memory`, `--embedder`, the LLM flags (`llm`) and `--progress`."""
     if memory:
-        p.add_argument("--memory", "-m", required=True, help="memory directory")
+        p.add_argument("--memory", "-m", required=True, help="memory directory, or postgresql://USER:PASSWORD@HOST/DB?schema=NAME")
     p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER or all-MiniLM-L6-v2)")
     if llm:
         p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")

@@ -14,6 +14,7 @@ from engram.cli.common import open_memory, say
 from engram.extract.planning import ExtractionEstimate
 from engram.memory import Memory
 from engram.store.manifest import MANIFEST
+from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport
 
 
@@ -43,7 +44,7 @@ def memory_for_estimate(args: argparse.Namespace) -> Iterator[Memory]:
     """The memory to estimate against; a memory that does not exist yet is not created (an empty stand-in
     in a temporary folder is used instead)."""
     path = Path(args.memory)
-    if (path / MANIFEST).exists():
+    if is_database_url(args.memory) or (path / MANIFEST).exists():
         with open_memory(args) as memory:
             yield memory
         return

@@ -30,7 +30,8 @@ from typing import Any
 from engram.errors import InputError, MissingDependencyError
 from engram.extract.openie import ExtractionOutcome
 from engram.extract.runner import ExtractionRun, unfinished
-from engram.store.records import PassageRow, RecordStore
+from engram.store.base import Store
+from engram.store.rows import PassageRow
 from engram.text import normalize_phrase
 from engram.types import Triple
 
@@ -110,7 +111,7 @@ class OfflineSession:
     """The writer's extraction step without an LLM: what `LLMSession.extract` does, with the offline
     extractor (no tokens, no failures; the budget does not apply)."""
 
-    def __init__(self, store: RecordStore, extractor: OfflineExtractor | None = None) -> None:
+    def __init__(self, store: Store, extractor: OfflineExtractor | None = None) -> None:
         self.store = store
         self.extractor = extractor or OfflineExtractor()
 
@@ -290,7 +291,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 # --- running over a memory's passages -------------------------------------------------------------------
 def extract_offline(
-    store: RecordStore,
+    store: Store,
     extractor: OfflineExtractor,
     passages: Sequence[PassageRow],
     progress: Progress | None = None,

@@ -17,7 +17,8 @@ from engram.extract.openie import ExtractionOutcome, extract_many, extractor_ide
 from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import LLMUsage, UsageLedger, usage_of
-from engram.store.records import PassageRow, RecordStore
+from engram.store.base import Store
+from engram.store.rows import PassageRow
 from engram.types import Progress
 
 FLUSH_SECONDS = 1.0
@@ -43,7 +44,7 @@ def window_for(chat: ChatModel) -> int:
     return concurrency + max(2, concurrency // 4)
 
 
-def unfinished(store: RecordStore, passages: Sequence[PassageRow]) -> list[PassageRow]:
+def unfinished(store: Store, passages: Sequence[PassageRow]) -> list[PassageRow]:
     """The passages without a finished extraction (pending or failed), each content once."""
     rows = store.extractions_for([p.content_hash for p in passages])
     seen: set[str] = set()
@@ -57,7 +58,7 @@ def unfinished(store: RecordStore, passages: Sequence[PassageRow]) -> list[Passa
 
 
 def extract_pending(
-    store: RecordStore,
+    store: Store,
     chat: ChatModel,
     passages: Sequence[PassageRow],
     progress: Progress | None = None,

@@ -12,12 +12,13 @@ from engram.extract.runner import ExtractionRun, extract_pending, unfinished
 from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import UsageLedger
-from engram.store.records import PassageRow, RecordStore
+from engram.store.base import Store
+from engram.store.rows import PassageRow
 from engram.types import Progress
 
 
 class LLMSession:
-    def __init__(self, store: RecordStore, llm: ChatModel) -> None:
+    def __init__(self, store: Store, llm: ChatModel) -> None:
         self.store = store
         self.llm = llm
         self.chat = CachedChat(llm, store)
@@ -60,7 +61,7 @@ class LLMSession:
         self.ledger.flush()
 
 
-def usage_stats(store: RecordStore) -> dict[str, Any]:
+def usage_stats(store: Store) -> dict[str, Any]:
     """The memory's LLM accounting: totals per model and over all models (`engram stats`)."""
     per_model = store.llm_usage()
     total: dict[str, int] = {}
@@ -70,6 +71,6 @@ def usage_stats(store: RecordStore) -> dict[str, Any]:
     return {"total": total, "models": per_model, "cached_responses": store.counts().get("llm_cache", 0)}
 
 
-def estimate_without_llm(store: RecordStore, passages: Sequence[PassageRow]) -> ExtractionEstimate:
+def estimate_without_llm(store: Store, passages: Sequence[PassageRow]) -> ExtractionEstimate:
     """The estimate when no LLM is configured (nothing can be looked up in the cache)."""
     return estimate_extraction(unfinished(store, passages))

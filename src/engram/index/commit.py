@@ -12,7 +12,7 @@ from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.index.ann_cache import save_ann
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
-from engram.store.records import RecordStore
+from engram.store.base import Store
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
 from engram.types import Progress
 
@@ -28,7 +28,7 @@ class VectorSource:
     """Vectors by text: the snapshot first, then the SQLite embedding cache, then the embedder (whose results
     are committed to the cache at once)."""
 
-    def __init__(self, store: RecordStore, embedder: Embedder, model_key: str, snapshot: VectorTable) -> None:
+    def __init__(self, store: Store, embedder: Embedder, model_key: str, snapshot: VectorTable) -> None:
         self.store, self.embedder, self.model_key = store, embedder, model_key
         self.snapshot = snapshot
         self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
@@ -83,7 +83,7 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
         state.vectors["fact"].append(source.get("fact", texts, progress))
 
 
-def load_state(store: RecordStore, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
+def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
     """The state of the committed records. Synonym lists come from the store; when it has none for a graph
     that has phrases, they are computed (the returned rows must then be persisted)."""
     state = IndexState(source.embedder.dim, config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from engram.index.bm25 import BM25Index
 from engram.index.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text, view
-from engram.store.records import RecordStore
+from engram.store.base import Store, Tx
 from engram.store.snapshot import load_snapshot
 from engram.types import Progress
 
@@ -38,9 +37,13 @@ class _Clock:
 
 
 class LiveIndex:
-    """Owns the in-memory `IndexState` of one memory and the `GraphIndex` view retrieval reads. Thread-safe."""
+    """Owns the in-memory `IndexState` of one memory and the `GraphIndex` view retrieval reads. Thread-safe.
+    `root`: the memory directory, where vector snapshots and the ANN index are cached; None for a store
+    without local files (PostgreSQL: vectors load from its embeddings table)."""
 
-    def __init__(self, root: Path, store: RecordStore, embedder: Embedder, model_key: str, config: GraphConfig):
+    def __init__(
+        self, root: Path | None, store: Store, embedder: Embedder, model_key: str, config: GraphConfig
+    ) -> None:
         self.root, self.store, self.embedder, self.model_key, self.config = root, store, embedder, model_key, config
         self.lock = threading.RLock()
         self.state: IndexState | None = None
@@ -53,7 +56,7 @@ class LiveIndex:
 
     def source(self) -> VectorSource:
         if self._vectors is None:
-            tables, self._snapshot_damaged = load_snapshot(self.root)
+            tables, self._snapshot_damaged = load_snapshot(self.root) if self.root else ({}, False)
             self._vectors = VectorSource(self.store, self.embedder, self.model_key, tables)
         return self._vectors
 
@@ -63,7 +66,7 @@ class LiveIndex:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
                 self.state, changed = load_state(self.store, self.source(), self.config)
-                if self.state.synonyms.ann_min_rows is not None:
+                if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     load_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
@@ -71,7 +74,7 @@ class LiveIndex:
                         self.store.set_meta(db, "synonym_lists", "1")
                 self.index, self.generation, self._bm25 = None, generation, None
                 fresh = self.source().embedded > 0 or self._snapshot_damaged
-                self.dirty = fresh or not (self.root / "index").exists()
+                self.dirty = self.root is not None and (fresh or not (self.root / "index").exists())
             return self.state
 
     def current(self) -> GraphIndex:
@@ -102,7 +105,7 @@ class LiveIndex:
     def change(
         self,
         mutate: Callable[[IndexState], None],
-        writes: Callable[[sqlite3.Connection], None],
+        writes: Callable[[Tx], None],
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
         expected: int | None = None,
@@ -124,7 +127,7 @@ class LiveIndex:
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
                 with self.store.transaction() as db:
-                    if self.store.generation != base:
+                    if self.store.locked_generation(db) != base:
                         raise ConflictError(CONFLICT)
                     writes(db)
                     self.store.write_synonyms(db, synonym_payload(state, changed))
@@ -134,10 +137,10 @@ class LiveIndex:
             except BaseException:
                 self.state = self.index = None
                 raise
-            self.index, self.generation, self._bm25, self.dirty = None, base + 1, None, True
+            self.index, self.generation, self._bm25, self.dirty = None, base + 1, None, self.root is not None
 
     def flush(self) -> None:
         with self.lock:
-            if self.state is not None and self.dirty:
+            if self.state is not None and self.dirty and self.root is not None:
                 save_snapshot(self.root, self.generation, self.state)
                 self.dirty = self._snapshot_damaged = False

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 
 from engram.extract.importers import ExtractionSet
 from engram.graph.build import normalize_triple
 from engram.ingest.prepare import Prepared
-from engram.store.records import PassageRow, RecordStore
+from engram.store.base import Store, Tx
+from engram.store.rows import PassageRow
 
 
-def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found: ExtractionSet) -> int:
+def apply_extractions(store: Store, passages: Sequence[PassageRow], found: ExtractionSet) -> int:
     """Store the given extractions of `passages` (committed at once, in one transaction); returns how many
     passages got one. Given extractions replace earlier ones of the same content."""
     if not len(found):
@@ -27,10 +27,10 @@ def apply_extractions(store: RecordStore, passages: Sequence[PassageRow], found:
     return len(rows)
 
 
-def staged_writes(store: RecordStore, prepared: Prepared) -> Callable[[sqlite3.Connection], None]:
+def staged_writes(store: Store, prepared: Prepared) -> Callable[[Tx], None]:
     """The record writes of an index() call, run inside the transaction that commits the new generation."""
 
-    def write(db: sqlite3.Connection) -> None:
+    def write(db: Tx) -> None:
         for doc, digest in prepared.documents:
             store.add_document(db, doc.id, doc.title, dict(doc.metadata), digest)
         for row in prepared.passages:

@@ -3,7 +3,6 @@ store, extractions come from imports or the LLM session, and the live index appl
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import replace
@@ -20,7 +19,8 @@ from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text
 from engram.ingest.prepare import Prepared, as_document, document_hash, prepare
 from engram.ingest.sources import check_origins
-from engram.store.records import KeyLookup, PassageRow, RecordStore
+from engram.store.base import Store, Tx
+from engram.store.rows import PassageRow
 from engram.text import ChunkConfig, clean_text
 from engram.types import Document, IndexReport, Progress
 
@@ -41,7 +41,7 @@ class Writer:
 
     def __init__(
         self,
-        store: RecordStore,
+        store: Store,
         live: LiveIndex,
         chunk: ChunkConfig,
         session: Callable[[], Extracting | None],
@@ -83,7 +83,7 @@ class Writer:
         docs = [as_document(d) for d in documents]
         known = self.store.document_lookup()
         changed = {d.id for d in docs if d.id in known and known[d.id] != document_hash(d)}
-        check_origins([d for d in docs if d.id in changed], KeyLookup(self.store, "documents", "id", "metadata"))
+        check_origins([d for d in docs if d.id in changed], self.store.document_metadata_lookup())
         kept = {d.id for d in docs if d.id in changed and clean_text(d.text)}
         passages = _Without(self.store.passage_lookup(), set(self.orphans(sorted(kept))))
         return prepare(docs, known, passages, self.chunking(max_input_tokens), replace=changed), changed
@@ -155,7 +155,7 @@ class Writer:
 
         add = staged_writes(self.store, prepared)
 
-        def writes(db: sqlite3.Connection) -> None:
+        def writes(db: Tx) -> None:
             self.store.delete_documents(db, removed_docs, orphans)
             add(db)
 

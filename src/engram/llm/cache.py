@@ -12,7 +12,7 @@ from engram.llm import aio
 from engram.llm.base import ChatModel, Message, is_async_chat
 from engram.llm.jsonparse import parse_json_object
 from engram.llm.usage import LLMUsage, UsageCounter, usage_of
-from engram.store.records import RecordStore
+from engram.store.base import Store
 
 
 class CachedChat:
@@ -26,7 +26,7 @@ class CachedChat:
     written but never read (`engram extract --redo all`: the model is asked again)."""
 
     def __init__(
-        self, inner: ChatModel, store: RecordStore, hits: UsageCounter | None = None, *, read: bool = True
+        self, inner: ChatModel, store: Store, hits: UsageCounter | None = None, *, read: bool = True
     ) -> None:
         self.inner = inner
         self.store = store

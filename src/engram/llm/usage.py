@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engram.store.records import RecordStore
+    from engram.store.base import Store
 
 USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
 
@@ -67,7 +67,7 @@ class UsageLedger:
     """Moves what a chat model did since the last flush into the memory's `llm_usage` table, under the
     model's identity. Flushing is cheap and idempotent; counts of two processes add up."""
 
-    def __init__(self, store: RecordStore, chat: object, identity: str) -> None:
+    def __init__(self, store: Store, chat: object, identity: str) -> None:
         self.store = store
         self.chat = chat
         self.identity = identity

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy.typing as npt
 
 from engram.errors import MemoryFormatError
 from engram.store.migrate import migrate
+from engram.store.rows import ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
 
 __all__ = ["ExtractionRow", "KeyLookup", "PassageRow", "RecordStore", "check_records_file"]
@@ -54,28 +54,6 @@ CREATE TABLE IF NOT EXISTS llm_usage (
 """
 
 
-@dataclass(frozen=True)
-class PassageRow:
-    id: str
-    doc_id: str
-    title: str | None
-    text: str
-    content_hash: str
-    metadata: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ExtractionRow:
-    """`source` names who made it: an LLM extractor's identity ("MODEL PROMPT-VERSION"), "import:..." or the
-    offline extractor's identity."""
-
-    status: str
-    entities: list[str]
-    triples: list[list[Any]]
-    error: str | None
-    source: str = ""
-
-
 class KeyLookup(Mapping[str, str]):
     """A read-only view of one key -> value column that queries per key: membership tests and lookups of a few
     keys cost a few indexed SELECTs instead of reading the whole table (inserts into a large memory)."""
@@ -97,8 +75,13 @@ class KeyLookup(Mapping[str, str]):
 
 
 class RecordStore:
+    """The directory backend of `engram.store.base.Store`."""
+
+    shared = False
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.location = str(path)
         self._lock = threading.RLock()
         make_private(path)
         try:
@@ -164,6 +147,10 @@ class RecordStore:
     def generation(self) -> int:
         return int(self.get_meta("generation", "0") or 0)
 
+    def locked_generation(self, db: sqlite3.Connection) -> int:
+        """The generation inside a transaction (BEGIN IMMEDIATE already holds the write lock)."""
+        return self.generation
+
     # documents and passages ---------------------------------------------------------------------------
     def document_hashes(self) -> dict[str, str]:
         return dict(self._read("SELECT id, content_hash FROM documents"))
@@ -174,6 +161,10 @@ class RecordStore:
     def document_lookup(self) -> KeyLookup:
         """doc id -> content hash, queried per key."""
         return KeyLookup(self, "documents", "id", "content_hash")
+
+    def document_metadata_lookup(self) -> KeyLookup:
+        """doc id -> its metadata (JSON text), queried per key."""
+        return KeyLookup(self, "documents", "id", "metadata")
 
     def passage_lookup(self) -> KeyLookup:
         """passage id -> content hash, queried per key (membership tells whether an id is taken)."""

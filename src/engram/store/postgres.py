@@ -1,0 +1,290 @@
+"""PostgreSQL + pgvector backend of the store contract (`engram.store.base.Store`): one schema per memory,
+shared by any number of engram processes on any number of machines.
+
+Same tables and meaning as the SQLite records (docs/format.md); vectors are pgvector `vector` columns, written
+and read as text (shortest round-trip decimals: the float32 values come back bit for bit). A commit takes the
+generation row `FOR UPDATE` inside its transaction, so two writers never commit on the same generation: the
+second waits, then sees the new generation and gets `ConflictError` (the writer then reloads and retries).
+Needs `engram[postgres]` (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.errors import MemoryFormatError
+from engram.store.pg_schema import connect, prepare_schema, redact, split_url
+from engram.store.rows import ExtractionRow, PassageRow
+
+__all__ = ["PostgresStore"]
+
+_USAGE_COLUMNS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
+_EXTRACTION_UPSERT = (
+    "INSERT INTO extractions (content_hash, status, entities, triples, dropped, source, error, attempts, updated) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, 1, %s) ON CONFLICT (content_hash) DO UPDATE SET status = excluded.status, "
+    "entities = excluded.entities, triples = excluded.triples, dropped = excluded.dropped, source = excluded.source, "
+    "error = excluded.error, attempts = extractions.attempts + 1, updated = excluded.updated"
+)
+
+
+def vector_text(vector: npt.NDArray[np.float32]) -> str:
+    """pgvector's text form; each float32 printed as the shortest decimal of its (exact) double value."""
+    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).astype(np.float64).tolist())) + "]"
+
+
+def vector_bytes(text: str) -> bytes:
+    return np.array(text[1:-1].split(","), dtype=np.float64).astype(np.float32).tobytes()
+
+
+class _Lookup(Mapping[str, str]):
+    """One key -> value column queried per key (like `records.KeyLookup`)."""
+
+    def __init__(self, store: PostgresStore, table: str, key: str, value: str) -> None:
+        self._store, self._table, self._key, self._value = store, table, key, value
+
+    def __getitem__(self, key: str) -> str:
+        rows = self._store._read(f"SELECT {self._value} FROM {self._table} WHERE {self._key} = %s", (key,))
+        if not rows:
+            raise KeyError(key)
+        return str(rows[0][0])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([str(r[0]) for r in self._store._read(f"SELECT {self._key} FROM {self._table}")])
+
+    def __len__(self) -> int:
+        return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
+
+
+class PostgresStore:
+    """A memory in schema `?schema=NAME` (default "engram") of the database at `url`. One connection; threads
+    take turns on it (like the SQLite store)."""
+
+    shared = True
+
+    def __init__(self, url: str, identity: dict[str, Any], create: bool = True) -> None:
+        self.url = url
+        self.location = redact(url)
+        self.schema = split_url(url)[1]
+        self._lock = threading.RLock()
+        self._conn = connect(url)
+        try:
+            prepare_schema(self._conn, url, self.schema, identity, create)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        with self._lock, self._conn.transaction():
+            yield self._conn
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
+    def _json(self, text: Any) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise MemoryFormatError(f"{self.location} holds a JSON column that cannot be read ({exc})") from exc
+
+    @staticmethod
+    def _many(db: Any, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with db.cursor() as cur:
+            cur.executemany(sql, list(rows))
+
+    # meta -----------------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = %s", (key,))
+        return str(rows[0][0]) if rows else default
+
+    def set_meta(self, db: Any, key: str, value: str) -> None:
+        db.execute(
+            "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @property
+    def generation(self) -> int:
+        return int(self.get_meta("generation", "0") or 0)
+
+    def locked_generation(self, db: Any) -> int:
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation' FOR UPDATE").fetchone()
+        return int(row[0]) if row else 0
+
+    # documents and passages ---------------------------------------------------------------------------
+    def document_hashes(self) -> dict[str, str]:
+        return {str(i): str(h) for i, h in self._read("SELECT id, content_hash FROM documents")}
+
+    def document_metadata(self) -> dict[str, dict[str, Any]]:
+        return {str(i): self._json(m) for i, m in self._read("SELECT id, metadata FROM documents")}
+
+    def document_lookup(self) -> _Lookup:
+        return _Lookup(self, "documents", "id", "content_hash")
+
+    def document_metadata_lookup(self) -> _Lookup:
+        return _Lookup(self, "documents", "id", "metadata")
+
+    def passage_lookup(self) -> _Lookup:
+        return _Lookup(self, "passages", "id", "content_hash")
+
+    def passage_ids(self) -> set[str]:
+        return {str(r[0]) for r in self._read("SELECT id FROM passages")}
+
+    def add_document(self, db: Any, doc_id: str, title: str | None, metadata: dict[str, Any], digest: str) -> None:
+        db.execute(
+            "INSERT INTO documents (id, title, metadata, content_hash, added) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET title = excluded.title, metadata = excluded.metadata, "
+            "content_hash = excluded.content_hash, added = excluded.added",
+            (doc_id, title, json.dumps(metadata, ensure_ascii=False, sort_keys=True), digest, time.time()),
+        )
+
+    def add_chunk(self, db: Any, doc_id: str, idx: int, passage_id: str) -> None:
+        db.execute(
+            "INSERT INTO chunks (doc_id, idx, passage_id) VALUES (%s, %s, %s) "
+            "ON CONFLICT (doc_id, idx) DO UPDATE SET passage_id = excluded.passage_id",
+            (doc_id, idx, passage_id),
+        )
+
+    def add_passage(self, db: Any, row: PassageRow) -> None:
+        db.execute(
+            "INSERT INTO passages (id, doc_id, title, text, content_hash) VALUES (%s, %s, %s, %s, %s)",
+            (row.id, row.doc_id, row.title, row.text, row.content_hash),
+        )
+
+    def passages(self) -> list[PassageRow]:
+        """All passages ordered by id (byte order, as SQLite orders them), with their document's metadata."""
+        rows = self._read(
+            "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
+            'LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id COLLATE "C"'
+        )
+        return [PassageRow(i, d, t, x, h, self._json(m) if m else {}) for i, d, t, x, h, m in rows]
+
+    def counts(self) -> dict[str, int]:
+        return {t: int(self._read(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in ("documents", "passages", "llm_cache")}
+
+    def chunk_passages(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        rows = self._read(
+            "SELECT doc_id, passage_id FROM chunks WHERE doc_id = ANY(%s) ORDER BY doc_id, idx", (list(doc_ids),)
+        )
+        for doc, pid in rows:
+            out.setdefault(str(doc), []).append(str(pid))
+        return out
+
+    def delete_documents(self, db: Any, doc_ids: Sequence[str], passage_ids: Sequence[str]) -> None:
+        db.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (list(doc_ids),))
+        db.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(doc_ids),))
+        db.execute("DELETE FROM passages WHERE id = ANY(%s)", (list(passage_ids),))
+
+    # extractions ----------------------------------------------------------------------------------------
+    def _extraction_rows(self, where: str = "", params: Sequence[Any] = ()) -> dict[str, ExtractionRow]:
+        rows = self._read(
+            f"SELECT content_hash, status, entities, triples, error, source FROM extractions{where}", params
+        )
+        return {
+            str(h): ExtractionRow(str(s), self._json(e), self._json(t), err, str(src)) for h, s, e, t, err, src in rows
+        }
+
+    def extractions(self) -> dict[str, ExtractionRow]:
+        return self._extraction_rows()
+
+    def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]:
+        return self._extraction_rows(" WHERE content_hash = ANY(%s)", (list(hashes),))
+
+    def put_extractions(
+        self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
+    ) -> None:
+        now = time.time()
+        values = {
+            digest: (
+                digest,
+                "done",
+                json.dumps(list(entities), ensure_ascii=False),
+                json.dumps([list(t) for t in triples], ensure_ascii=False),
+                dropped,
+                source,
+                None,
+                now,
+            )
+            for digest, entities, triples, dropped in rows
+        }
+        with self.transaction() as db:  # in key order: concurrent writers lock rows in one order
+            self._many(db, _EXTRACTION_UPSERT, [values[k] for k in sorted(values)])
+
+    def put_failure(self, digest: str, error: str, source: str) -> None:
+        with self.transaction() as db:
+            db.execute(_EXTRACTION_UPSERT, (digest, "failed", "[]", "[]", 0, source, error, time.time()))
+
+    # embeddings -----------------------------------------------------------------------------------------
+    def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:
+        rows = sorted((h, vector_text(v)) for h, v in zip(hashes, vectors))
+        with self.transaction() as db:
+            self._many(
+                db,
+                "INSERT INTO embeddings (model, role, text_hash, vector) VALUES (%s, %s, %s, %s::vector) "
+                "ON CONFLICT (model, role, text_hash) DO UPDATE SET vector = excluded.vector",
+                [(model, role, h, v) for h, v in rows],
+            )
+
+    def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        rows = self._read(
+            "SELECT text_hash, vector::text FROM embeddings WHERE model = %s AND role = %s AND text_hash = ANY(%s)",
+            (model, role, list(hashes)),
+        )
+        return {str(h): vector_bytes(v) for h, v in rows}
+
+    # synonym lists ------------------------------------------------------------------------------------
+    def synonym_lists(self) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {}
+        for phrase, neighbour, sim in self._read("SELECT phrase, neighbour, sim FROM synonyms"):
+            out.setdefault(str(phrase), []).append((str(neighbour), float(sim)))
+        return out
+
+    def write_synonyms(self, db: Any, lists: dict[str, list[tuple[str, float]]]) -> None:
+        db.execute("DELETE FROM synonyms WHERE phrase = ANY(%s)", (sorted(lists),))
+        rows = sorted((p, n, s) for p, items in lists.items() for n, s in items)
+        if rows:
+            with db.cursor() as cur, cur.copy("COPY synonyms (phrase, neighbour, sim) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+    # LLM response cache and usage -----------------------------------------------------------------------
+    def cached_response(self, key: str) -> str | None:
+        rows = self._read("SELECT response FROM llm_cache WHERE key = %s", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def put_response(self, key: str, model: str, response: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO llm_cache (key, model, response, created) VALUES (%s, %s, %s, %s) ON CONFLICT (key) "
+                "DO UPDATE SET model = excluded.model, response = excluded.response, created = excluded.created",
+                (key, model, response, time.time()),
+            )
+
+    def add_llm_usage(self, model: str, amounts: dict[str, int]) -> None:
+        values = [int(amounts.get(c, 0)) for c in _USAGE_COLUMNS]
+        columns = ", ".join(_USAGE_COLUMNS)
+        updates = ", ".join(f"{c} = llm_usage.{c} + excluded.{c}" for c in _USAGE_COLUMNS)
+        with self.transaction() as db:
+            db.execute(
+                f"INSERT INTO llm_usage (model, {columns}, updated) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                f"ON CONFLICT (model) DO UPDATE SET {updates}, updated = excluded.updated",
+                (model, *values, time.time()),
+            )
+
+    def llm_usage(self) -> dict[str, dict[str, int]]:
+        columns = ", ".join(_USAGE_COLUMNS)
+        rows = self._read(f"SELECT model, {columns} FROM llm_usage ORDER BY model")
+        return {str(row[0]): dict(zip(_USAGE_COLUMNS, map(int, row[1:]))) for row in rows}
