@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # Anything that is not a letter, a mark or a number, in any script, separates words.
@@ -61,10 +62,17 @@ class ChunkConfig:
             raise ValueError("chunking needs max_tokens >= 1 (or None)")
 
 
-def chunk_text(text: str, config: ChunkConfig = ChunkConfig()) -> list[str]:
+Fits = Callable[[str], bool]  # does this window, embedded, fit the embedder's input?
+
+
+def chunk_text(text: str, config: ChunkConfig = ChunkConfig(), fits: Fits | None = None) -> list[str]:
     """Split `text` into overlapping word windows, keeping the original spacing inside each window, then cut
-    windows longer than `config.max_tokens` tokens."""
-    windows = _word_windows(text, config)
+    windows longer than `config.max_tokens` tokens.
+
+    With `fits` (the embedder's limit: `engram.embed.base.token_limit`), each window is also the longest run
+    of at most `max_words` words that `fits` accepts, so no chunk is embedded truncated; consecutive windows
+    overlap by `overlap` words, or by half the window where the window is shorter than twice that."""
+    windows = _word_windows(text, config) if fits is None else _fitted_windows(text, config, fits)
     if config.max_tokens is None:
         return windows
     from engram.tokens import split_to_fit
@@ -85,3 +93,57 @@ def _word_windows(text: str, config: ChunkConfig) -> list[str]:
         if start + config.max_words >= len(spans):
             break
     return chunks
+
+
+def _fitted_windows(text: str, config: ChunkConfig, fits: Fits) -> list[str]:
+    spans = [m.span() for m in _WORD.finditer(text)]
+    if not spans:
+        return []
+    if len(spans) <= config.max_words and fits(text.strip()):
+        return [text.strip()]
+    if not fits(text[spans[0][0]]):  # not even one character fits (a title above the limit): words only
+        return _word_windows(text, config)
+    chunks: list[str] = []
+    start = 0
+    while start < len(spans):
+        end = _longest_fit(text, spans, start, min(len(spans), start + config.max_words), fits)
+        if end == start:  # one word longer than the limit: cut it by characters
+            chunks.extend(_cut_word(text[spans[start][0] : spans[start][1]], fits))
+            start += 1
+            continue
+        chunks.append(text[spans[start][0] : spans[end - 1][1]])
+        if end >= len(spans):
+            break
+        start = max(start + 1, end - min(config.overlap, (end - start) // 2))
+    return chunks
+
+
+def _longest_fit(text: str, spans: list[tuple[int, int]], start: int, limit: int, fits: Fits) -> int:
+    """The largest `end` in (start, limit] whose words start..end fit, or `start` if not even one word fits
+    (binary search: a longer window never has fewer tokens)."""
+    low, high = start, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(text[spans[start][0] : spans[middle - 1][1]]):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _cut_word(word: str, fits: Fits) -> list[str]:
+    """Character runs of one over-long word that fit (a run that cannot fit even one character is kept
+    whole: the limit is then below what any text needs, e.g. a title longer than the model's input)."""
+    pieces: list[str] = []
+    while word:
+        low, high = 0, len(word)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(word[:middle]):
+                low = middle
+            else:
+                high = middle - 1
+        size = max(low, 1) if low else len(word)
+        pieces.append(word[:size])
+        word = word[size:]
+    return pieces

@@ -33,6 +33,29 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class TokenLimited(Protocol):
+    """An embedder that truncates its input: `max_tokens` is the longest input the model reads whole (special
+    tokens included; None: no limit) and `count_tokens` counts each text as the model sees it. Optional:
+    embedders without these members (the hash and OpenAI-compatible embedders) have no limit here."""
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+def token_limit(embedder: object) -> tuple[int, TokenCounter] | None:
+    """(max tokens, counter) of an embedder that truncates its input, else None."""
+    if not isinstance(embedder, TokenLimited):
+        return None
+    limit = embedder.max_tokens
+    return None if limit is None else (limit, embedder.count_tokens)
+
+
 def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
     """L2-normalise rows; zero rows stay zero."""
     out = np.asarray(matrix, dtype=np.float32)

@@ -185,6 +185,7 @@ class MiniLMEmbedder:
         self._requested = backend
         self._threads = threads
         self._encoder: _Encoder | None = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -208,6 +209,31 @@ class MiniLMEmbedder:
             if self._encoder is None:
                 self._encoder = load_encoder(bundled_model_dir(), self._requested, self._threads)
             return self._encoder
+
+    @property
+    def max_tokens(self) -> int:
+        """The model's maximum sequence length in word pieces, [CLS] and [SEP] included (256): longer inputs
+        are truncated, so chunking keeps every embedded passage within it."""
+        return max_seq_length(bundled_model_dir())
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Word pieces of each text as the model sees it ([CLS] and [SEP] included, no truncation)."""
+        tokenizer = self._counting_tokenizer()
+        with self._lock:  # Tokenizer objects are not documented as thread-safe
+            return [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
+
+    def _counting_tokenizer(self) -> Any:
+        with self._lock:
+            if self._tokenizer is None:
+                try:
+                    from tokenizers import Tokenizer
+                except ImportError as exc:
+                    raise MissingDependencyError(f"counting tokens needs `tokenizers`: {LOCAL_EXTRA}") from exc
+                tokenizer = Tokenizer.from_file(str(bundled_model_dir() / "tokenizer.json"))
+                tokenizer.no_padding()
+                tokenizer.no_truncation()
+                self._tokenizer = tokenizer
+            return self._tokenizer
 
     def embed(self, texts: Sequence[str], role: Role = "passage", progress: Progress | None = None) -> Vectors:
         items = check_texts(texts)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from engram.embed.base import token_limit
 from engram.errors import InputError
 from engram.extract.importers import ExtractionSet
 from engram.extract.planning import passage_token_budget
@@ -17,7 +18,7 @@ from engram.index.live import LiveIndex
 from engram.index.pipeline import apply_extractions, staged_writes
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text
-from engram.ingest.prepare import Prepared, as_document, document_hash, prepare
+from engram.ingest.prepare import EmbedFit, Prepared, as_document, document_hash, prepare
 from engram.ingest.sources import check_origins
 from engram.store.base import Store, Tx
 from engram.store.rows import PassageRow
@@ -86,7 +87,8 @@ class Writer:
         check_origins([d for d in docs if d.id in changed], self.store.document_metadata_lookup())
         kept = {d.id for d in docs if d.id in changed and clean_text(d.text)}
         passages = _Without(self.store.passage_lookup(), set(self.orphans(sorted(kept))))
-        return prepare(docs, known, passages, self.chunking(max_input_tokens), replace=changed), changed
+        chunking = self.chunking(max_input_tokens)
+        return prepare(docs, known, passages, chunking, replace=changed, fit=self.embed_fit()), changed
 
     def update(self, document: Document, found: ExtractionSet) -> IndexReport:
         self.live.load()
@@ -99,7 +101,7 @@ class Writer:
         old = stored is not None
         orphans = self.orphans([document.id] if old else [])
         passages = _Without(self.store.passage_lookup(), set(orphans))
-        prepared = prepare([document], {}, passages, self.chunk)
+        prepared = prepare([document], {}, passages, self.chunk, fit=self.embed_fit())
         if prepared.skipped:
             raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
         removed = [document.id] if old else []
@@ -244,6 +246,20 @@ class Writer:
         budget = passage_token_budget(max_input_tokens)
         current = self.chunk.max_tokens
         return replace(self.chunk, max_tokens=budget if current is None else min(current, budget))
+
+
+    def embed_fit(self) -> EmbedFit | None:
+        """Whether a chunk, embedded as its passage text (title line, then text), fits the embedder's input;
+        None for embedders without a limit."""
+        limit = token_limit(self.live.embedder)
+        if limit is None:
+            return None
+        max_tokens, count = limit
+
+        def fit(title: str | None, text: str) -> bool:
+            return count([passage_text(PassageRow("", "", title, text, "", {}))])[0] <= max_tokens
+
+        return fit
 
 
 class _Without:

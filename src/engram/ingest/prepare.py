@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engram.errors import InputError
 from engram.store.records import PassageRow
 from engram.text import ChunkConfig, chunk_text, clean_text, content_hash
 from engram.types import Document
+
+EmbedFit = Callable[[str | None, str], bool]  # (title, chunk) -> does the embedded passage fit the embedder?
 
 
 @dataclass
@@ -87,6 +89,7 @@ def prepare(
     known_passages: Container[str],
     chunking: ChunkConfig,
     replace: Container[str] = (),
+    fit: EmbedFit | None = None,
 ) -> Prepared:
     """Validate, chunk and deduplicate. `known_documents` maps stored doc ids to content hashes and
     `known_passages` holds the stored passage ids (less those of the documents in `replace`). A stored
@@ -94,7 +97,10 @@ def prepare(
 
     Each document owns its passages (so deleting one document never touches another's). Identical chunks
     share their expensive parts: the extraction and the embedding are cached by content, so a repeated
-    passage costs no LLM call and no embedding. Within one document, a repeated chunk is one passage."""
+    passage costs no LLM call and no embedding. Within one document, a repeated chunk is one passage.
+
+    `fit` (title, chunk) -> bool cuts chunks so that each embedded passage fits the embedder's input. Only
+    documents prepared here are chunked: an unchanged stored document keeps the chunks it was stored with."""
     out = Prepared()
     seen_ids: set[str] = set()
     new_ids: set[str] = set()
@@ -112,7 +118,7 @@ def prepare(
             raise InputError(
                 f"document {doc.id!r} is already indexed with other content: delete it first or give a new id"
             )
-        chunks = chunk_text(text, chunking)
+        chunks = chunk_text(text, chunking, _fits(fit, doc.title))
         by_hash: dict[str, str] = {}
         if not chunks:
             out.skipped[doc.id] = "empty"
@@ -131,3 +137,13 @@ def prepare(
             out.passages.append(PassageRow(pid, doc.id, doc.title, chunk, phash, dict(doc.metadata)))
             out.chunks.append((doc.id, idx, pid))
     return out
+
+
+def _fits(fit: EmbedFit | None, title: str | None) -> Callable[[str], bool] | None:
+    if fit is None:
+        return None
+
+    def fits(chunk: str) -> bool:
+        return fit(title, chunk)
+
+    return fits
