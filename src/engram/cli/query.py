@@ -21,6 +21,8 @@ def _queries(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
+    if args.segments:
+        return _print_segments(args)
     with open_memory(args) as memory:
         if memory.llm is None and args.method == "hipporag2":
             say("no LLM configured: the recognition filter is skipped")
@@ -32,6 +34,33 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
             print_retrieval(r)
     if results and results[0].pending and not args.json:
         say(f"note: {results[0].pending} passages are pending extraction")
+    return 0
+
+
+def _print_segments(args: argparse.Namespace) -> int:
+    with open_memory(args) as memory:
+        found = memory.segments(_queries(args), base=args.method, budget_tokens=args.budget_tokens)
+    for result in found:
+        rows = [
+            {
+                "doc_id": s.doc_id,
+                "title": s.title,
+                "passages": [p.id for p in s.passages],
+                "value": round(s.value, 4),
+                "tokens": s.tokens,
+                "text": s.text,
+            }
+            for s in result.segments
+        ]
+        if args.json:
+            print(json.dumps({"query": result.query, "base": result.base, "segments": rows}, ensure_ascii=False))
+            continue
+        print(f"? {result.query}  ({len(rows)} segments over {result.base})")
+        for seg in result.segments:
+            print(
+                f"  [{seg.value:.3f}] {seg.title or seg.doc_id} ({', '.join(p.id for p in seg.passages)}; "
+                f"{seg.tokens} tokens)\n    {seg.text[:300]}"
+            )
     return 0
 
 
@@ -72,12 +101,27 @@ def add_query_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--method", default="hipporag2", choices=METHODS)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    if p.prog.endswith("retrieve"):
+        p.add_argument(
+            "--segments",
+            action="store_true",
+            help="runs of adjacent passages (relevant segment extraction) over the --method ranking "
+            "(hipporag2, hipporag2-paper, dense or bm25)",
+        )
+        p.add_argument(
+            "--budget-tokens",
+            type=int,
+            default=6000,
+            metavar="N",
+            help="with --segments: tokens of all segments per question (default: 6000)",
+        )
 
 
 EXAMPLES = {
     "retrieve": """engram retrieve "Where was the founder of Acme born?" --memory my.engram
 engram retrieve --questions questions.jsonl --memory my.engram --json --top-k 10
-engram retrieve "Acme" --memory my.engram --method dense""",
+engram retrieve "Acme" --memory my.engram --method dense
+engram retrieve "Acme" --memory my.engram --segments --method dense --budget-tokens 1000""",
     "ask": """engram ask "Where was the founder of Acme born?" --memory my.engram
 engram ask --questions questions.jsonl --memory my.engram --json""",
 }

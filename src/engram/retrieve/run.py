@@ -16,7 +16,8 @@ from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
-METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS)
+RSE_METHODS = ("rse-dense", "rse-hipporag2")  # relevant segment extraction over a base ranking (segments.py)
+METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS, *RSE_METHODS)
 
 
 def retrieve(
@@ -36,6 +37,11 @@ def retrieve(
     index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
+    if method in RSE_METHODS:
+        from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, as_retrievals, segments_for
+
+        found = segments_for(ctx, queries, method.removeprefix("rse-"), DEFAULT_BUDGET_TOKENS)
+        return as_retrievals(found, k, method)
     if method in VARIANTS:
         from engram.retrieve.variants import run_variant
 
