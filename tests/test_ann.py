@@ -12,8 +12,8 @@ from engram.embed import HashEmbedder
 from engram.graph import ann
 from engram.graph.synonyms import SynonymLists
 
-if not ann.available():  # found, not imported: importing usearch here would load it before onnxruntime
-    pytest.skip("the ann extra (usearch) is not installed", allow_module_level=True)
+if not ann.available():
+    pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
 
 from engram.graph.ann import AnnIndex
 
@@ -89,15 +89,22 @@ def test_index_search_save_and_load(tmp_path: Path) -> None:
     index.add(np.arange(300, 500), vectors[300:])
     sims, rows = index.search(vectors[:5], 3)
     assert rows[:, 0].tolist() == [0, 1, 2, 3, 4] and np.allclose(sims[:, 0], 1.0, atol=0.02)
-    index.save(tmp_path / "a.usearch")
-    loaded = AnnIndex.load(tmp_path / "a.usearch", 64)
+    index.save(tmp_path / "a.faiss")
+    loaded = AnnIndex.load(tmp_path / "a.faiss", 64)
     assert loaded.size == 500 and loaded.search(vectors[:5], 3)[1].tolist() == rows.tolist()
-    loaded.relabel(np.array([0, 1]), np.array([1, 0]))  # a swap goes through free numbers
-    assert loaded.search(vectors[:2], 1)[1].ravel().tolist() == [1, 0]
-    assert sorted(loaded.rows().tolist()) == list(range(500))
-    (tmp_path / "bad.usearch").write_bytes(b"not an index")
+    labels = np.arange(500)
+    labels[[0, 1]] = [1, 0]
+    labels[2] = -1  # an entry whose phrase is gone: never returned
+    loaded.relabel(labels)
+    assert loaded.search(vectors[:3], 1)[1].ravel().tolist() == [1, 0, -1]
+    assert sorted(loaded.rows().tolist()) == [r for r in range(500) if r != 2]
     with pytest.raises(ValueError):
-        AnnIndex.load(tmp_path / "bad.usearch", 64)
+        loaded.relabel(labels[:10])
+    (tmp_path / "bad.faiss").write_bytes(b"not an index")
+    with pytest.raises(ValueError):
+        AnnIndex.load(tmp_path / "bad.faiss", 64)
+    with pytest.raises(ValueError):
+        AnnIndex.load(tmp_path / "a.faiss", 32)
 
 
 def test_ann_setting_is_checked() -> None:
@@ -151,7 +158,8 @@ def test_auto_mode_picks_the_cheaper_search() -> None:
 
 
 def test_using_the_ann_index_then_the_default_embedder_does_not_crash() -> None:
-    """usearch loaded before onnxruntime crashed the process at onnxruntime's import (exit 139)."""
+    """usearch (the first library tried) loaded before onnxruntime crashed the process at onnxruntime's import
+    (exit 139); the ANN library must not."""
     import subprocess
     import sys
 

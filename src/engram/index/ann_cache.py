@@ -1,11 +1,11 @@
 """The phrase ANN index kept on disk beside the vector snapshot, so a large memory does not rebuild it on open.
 
-`index/ann/` holds `phrase.usearch` (the index, keyed by the writing process's phrase rows), `phrase-rows.npy`
-(int64, those rows) with `phrase-keys.npy` (uint8, the SHA-256 of each row's phrase, one row of 32 each) and
-`manifest.json` (the files' SHA-256, written last). It is a cache like the snapshot: on opening, rows are
-matched to the new process's rows by phrase hash (rows of phrases no longer in the memory are dropped) and a
-file that does not match its checksum is ignored (the index is then rebuilt when first needed). Files are
-written under temporary names and renamed into place.
+`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), `phrase-rows.npy` (int64, the
+writing process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each
+entry's phrase, 32 per entry) and `manifest.json` (the files' SHA-256, written last). It is a cache like the
+snapshot: on opening, entries are matched to the new process's rows by phrase hash (entries of phrases no longer
+in the memory are dropped from results) and files that do not match their checksums are ignored (the index is
+then rebuilt when first needed). Files are written under temporary names and renamed into place.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import numpy as np
 from engram.graph.ann import AnnIndex
 from engram.index.state import IndexState
 
-FILES = ("phrase.usearch", "phrase-rows.npy", "phrase-keys.npy")
+INDEX_FILE = "phrase.faiss"
+FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
 log = logging.getLogger(__name__)
 
 
@@ -45,11 +46,11 @@ def save_ann(root: Path, state: IndexState) -> None:
     folder = root / "index" / "ann"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").unlink(missing_ok=True)  # the old files stop counting before any is replaced
-    rows = index.rows()
-    digests = b"".join(_digest(state.phrases[r]) for r in rows.tolist())
+    rows = index.labels
+    digests = b"".join(_digest(state.phrases[r]) if r >= 0 else bytes(32) for r in rows.tolist())
     keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32)
     sums = {}
-    for name, array in (("phrase.usearch", None), ("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
+    for name, array in ((INDEX_FILE, None), ("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
         tmp = folder / f".{name}.tmp"
         if array is None:
             index.save(tmp)
@@ -64,7 +65,7 @@ def save_ann(root: Path, state: IndexState) -> None:
 
 
 def load_ann(root: Path, state: IndexState) -> bool:
-    """Give `state` the saved phrase ANN index, renumbered to its rows. False when there is none or it is
+    """Give `state` the saved phrase ANN index, relabelled with its rows. False when there is none or it is
     damaged (then the index is built when first needed)."""
     folder = root / "index" / "ann"
     if not (folder / "manifest.json").exists():
@@ -78,14 +79,17 @@ def load_ann(root: Path, state: IndexState) -> bool:
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
             raise ValueError("rows and keys disagree")
-        index = AnnIndex.load(folder / "phrase.usearch", state.vectors["phrase"].data.shape[1])
+        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].data.shape[1])
+        where = {_digest(k): row for row, k in enumerate(state.phrases)}
+        new = np.fromiter(
+            (where.get(k.tobytes(), -1) if r >= 0 else -1 for r, k in zip(old.tolist(), keys)),
+            dtype=np.int64,
+            count=len(keys),
+        )
+        index.relabel(new)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("phrase ANN index in %s is not used (%s): it is rebuilt when needed", folder, exc)
         return False
-    where = {_digest(k): row for row, k in enumerate(state.phrases)}
-    new = np.fromiter((where.get(k.tobytes(), -1) for k in keys), dtype=np.int64, count=len(keys))
-    index.remove(old[new < 0])
-    index.relabel(old[new >= 0], new[new >= 0])
     present = np.zeros(len(state.phrases), dtype=bool)
     present[new[new >= 0]] = True
     state.synonyms.adopt_ann(index, present)
