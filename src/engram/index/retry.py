@@ -3,6 +3,7 @@ machine sharing a PostgreSQL memory) committed first, so the change is prepared 
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import TypeVar
 from engram.errors import ConflictError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 ATTEMPTS = 8  # a writer that loses this many races in a row gives up with ConflictError
 
 
@@ -24,5 +26,6 @@ def retry_conflicts(write: Callable[[], T], attempts: int = ATTEMPTS) -> T:
         except ConflictError:
             if attempt == attempts:
                 raise
+            log.info("another writer committed first: preparing the change again (attempt %d)", attempt + 1)
             time.sleep(random.uniform(0.01, 0.05) * attempt)
     raise AssertionError("unreachable")
