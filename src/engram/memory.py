@@ -26,12 +26,15 @@ from engram.index.writer import Writer
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
+from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
+from engram.retrieve.peers.manager import PeerSet
 from engram.retrieve.rse import RSEParams
 from engram.retrieve.run import answer_all, retrieve
 from engram.retrieve.segments import Segments
 from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.base import Store
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
+from engram.store.peer_tables import PeerTables
 from engram.store.pg_schema import is_database_url
 from engram.store.records import RecordStore, check_records_file
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
@@ -79,6 +82,7 @@ class Memory:
         self.extractor = resolve_extractor(extractor)
         self._offline: OfflineSession | None = None
         self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
+        self._peers = PeerSet(None if self.url else PeerTables(self.path / DB_NAME), self._peer_host)
 
     def _open_store(self, create: bool) -> Store:
         if self.url is not None:
@@ -116,6 +120,7 @@ class Memory:
             finally:
                 self._flush_llm()
         finally:
+            self._peers.close()
             self._store.close()
             close_llm = getattr(self._owned_llm, "close", None)
             if callable(close_llm):
@@ -141,6 +146,7 @@ class Memory:
             config=config or self.config.retrieve,
             bm25=self._live.bm25,
             chat=self._query_chat(),
+            tables=self._peers.tables,
         )
 
     def _query_chat(self) -> ChatModel | None:
@@ -202,6 +208,7 @@ class Memory:
     def _finish(self, report: IndexReport) -> IndexReport:
         report.stats = self._live.stats()
         report.pending, report.dropped_triples = report.stats["pending"], self._live.dropped()
+        self._peers.after_write(report)  # the peer methods follow the commit (engram.retrieve.peers)
         return report
 
     def extract(
@@ -258,6 +265,35 @@ class Memory:
         if session is None:
             return estimate_without_llm(self._store, [*stored, *fresh])
         return session.estimate([*stored, *fresh])
+
+    # peer methods (engram.retrieve.peers): their own index beside the shared one -----------------------
+    def _peer_host(self, tables: PeerTables, progress: Progress | None) -> PeerHost:
+        session = self._llm_session()
+        chat = None if session is None else session.chat
+        return PeerHost(self._current(), embed_fn(self.embedder), self.embedder.dim, chat, tables, progress)
+
+    def add_method(self, name: str, progress: Progress | None = None) -> PeerSync:
+        """Index the memory's passages for the peer method `name` (e.g. "lightrag") into its own tables; from
+        then on every index, update, delete and extract keeps them in step. Re-running it resumes."""
+        try:
+            return self._peers.add(name, progress)
+        finally:
+            self._flush_llm()
+
+    def method_costs(self, name: str) -> dict[str, Any]:
+        """What the peer method `name` spent here (LLM calls, tokens, seconds per phase), its disk and size."""
+        return self._peers.costs(name)
+
+    def estimate_method(self, name: str, documents: Iterable[str | Document] = ()) -> PeerEstimate:
+        """What indexing `documents` (and the stored passages) for the peer method `name` would send to the
+        LLM, without calling it: requests and input tokens (see `engram.retrieve.peers`)."""
+        from engram.retrieve import peers
+
+        index = self._current()
+        prepared, _ = self._writer.prepare(documents)
+        stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
+        session = self._llm_session()
+        return peers.estimate(name, [*stored, *prepared.passages], None if session is None else session.chat)
 
     def stats(self) -> dict[str, Any]:
         self._flush_llm()

@@ -12,13 +12,15 @@ from engram.embed.base import Embedder, Role, Vectors
 from engram.index.bm25 import BM25Index
 from engram.index.view import GraphIndex
 from engram.llm.base import ChatModel
+from engram.store.peer_tables import PeerTables
 
 EmbedFn = Callable[[Sequence[str], Role], Vectors]
 
 
 @dataclass(frozen=True)
 class RetrievalContext:
-    """`view` is frozen for the call; `bm25` builds (or returns the cached) BM25 index of the same view."""
+    """`view` is frozen for the call; `bm25` builds (or returns the cached) BM25 index of the same view; `tables`
+    hold the peer methods' indexes."""
 
     view: GraphIndex
     embed: EmbedFn
@@ -26,6 +28,7 @@ class RetrievalContext:
     config: RetrieveConfig
     bm25: Callable[[], BM25Index]
     chat: ChatModel | None = None
+    tables: PeerTables | None = None  # the peer methods' tables (engram.retrieve.peers); None on PostgreSQL
 
     def embed_queries(self, queries: Sequence[str]) -> Vectors:
         return self.embed(list(queries), "query")

@@ -9,6 +9,7 @@ from engram.errors import InputError
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.default import hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
+from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.recognition import RecognitionFilter
 from engram.retrieve.results import from_ranking, ranked_passages
@@ -17,7 +18,7 @@ from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
 RSE_METHODS = ("rse-dense", "rse-hipporag2")  # relevant segment extraction over a base ranking (segments.py)
-METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS, *RSE_METHODS)
+METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS, *RSE_METHODS, *PEERS)
 
 
 def retrieve(
@@ -37,6 +38,10 @@ def retrieve(
     index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
+    if method in PEERS:  # structure-augmented peers with their own index (engram.retrieve.peers)
+        from engram.retrieve import peers
+
+        return peers.retrieve(ctx, method, queries, k)
     if method in RSE_METHODS:
         from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, as_retrievals, segments_for
 

@@ -1,0 +1,85 @@
+"""Peer retrieval methods (structure-augmented RAG systems re-implemented over an engram memory): a registry
+from method name to the module that implements it, imported on first use, and the calls `Memory`, the CLI and
+`engram eval` make on them. Each method keeps its own tables in the memory's engram.sqlite
+(`engram.store.peer_tables`) and is kept in step with the memory's passages by `sync_all` after every write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+
+from engram.errors import InputError, LLMError
+from engram.llm.cache import CachedChat
+from engram.retrieve.context import RetrievalContext
+from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerMethod, PeerSync, measured
+from engram.store.peer_tables import PeerTables
+from engram.store.rows import PassageRow
+from engram.tokens import TokenCount
+from engram.types import Retrieval
+
+__all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add", "estimate", "peer", "sync_all"]
+
+# method name -> module whose `METHOD` implements it
+PEERS = {"lightrag": "engram.retrieve.peers.lightrag"}
+
+
+def peer(name: str) -> PeerMethod:
+    if name not in PEERS:
+        raise InputError(f"unknown peer method {name!r}; choose one of {', '.join(PEERS)}")
+    method: PeerMethod = import_module(PEERS[name]).METHOD
+    return method
+
+
+def enabled(tables: PeerTables) -> list[str]:
+    """The peer methods the memory holds."""
+    held = tables.methods()
+    return [name for name in PEERS if peer(name).owner in held]
+
+
+def add(name: str, host: PeerHost) -> PeerSync:
+    """Create `name`'s tables if the memory lacks them and index every alive passage into them."""
+    method = peer(name)
+    if method.needs_llm and host.chat is None:
+        raise LLMError(f"{name} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+    host.tables.ensure(method.owner, method.version, method.schema)
+    with measured(host.tables, method.owner, "index", host.chat):
+        return method.sync(host)
+
+
+def sync_all(host: PeerHost) -> list[PeerSync]:
+    """Bring every method the memory holds in step with its passages (after index, update, delete, extract)."""
+    return [add(name, host) for name in enabled(host.tables)]
+
+
+def retrieve(ctx: RetrievalContext, name: str, queries: list[str], k: int) -> list[Retrieval]:
+    method = peer(name)
+    tables = ctx.tables
+    if tables is None:
+        raise InputError(f"{name} keeps its index in a memory directory; PostgreSQL memories do not hold peer methods")
+    if method.owner not in tables.methods():
+        raise InputError(
+            f"this memory has no {name} index: add it with Memory.add_method({name!r}) "
+            f"or `engram add-method {name} --memory DIR`"
+        )
+    if method.needs_llm and ctx.chat is None:
+        raise LLMError(f"{name} asks the LLM for query keywords: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL")
+    with measured(tables, method.owner, "query", ctx.chat):
+        return method.retrieve(ctx, tables, queries, k)
+
+
+def estimate(
+    name: str, passages: Sequence[PassageRow], chat: CachedChat | None = None, count: TokenCount | None = None
+) -> PeerEstimate:
+    return peer(name).estimate(passages, chat, count)
+
+
+def costs(tables: PeerTables, name: str) -> dict[str, object]:
+    """What `name` spent on this memory: per phase (index, query) runs, LLM calls, tokens, cache hits and
+    seconds; the disk its tables take; and its index's size."""
+    method = peer(name)
+    return {
+        "phases": tables.costs(method.owner),
+        "disk_bytes": tables.disk_bytes(method.owner),
+        "index": method.stats(tables),
+    }

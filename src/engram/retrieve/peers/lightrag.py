@@ -1,0 +1,87 @@
+"""`lightrag`: LightRAG (Guo et al., 2024, "LightRAG: Simple and Fast Retrieval-Augmented Generation") as a
+peer method over an engram memory, written from the paper and the project's documentation with engram's own
+prompts. Index: per chunk, LLM entities (name, type, description) and relations (source, target, keywords,
+description, strength), merged per entity and per pair, their descriptions embedded. Query: LLM high- and
+low-level keywords; low-level keywords search entities, high-level keywords search relations; hybrid
+interleaves the chunks of both. Parameters and where their defaults come from: docs/method.md."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engram.errors import ExtractionError
+from engram.llm.cache import CachedChat
+from engram.llm.jsonparse import parse_json_object
+from engram.retrieve.context import RetrievalContext
+from engram.retrieve.peers import lightrag_index, lightrag_query
+from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
+from engram.retrieve.peers.lightrag_prompts import GLEAN_REQUEST, extract_messages, glean_messages, passage_block
+from engram.store.peer_tables import PeerTables
+from engram.store.rows import PassageRow
+from engram.tokens import TokenCount, default_counter, message_tokens
+from engram.types import Retrieval
+
+# a gleaning request repeats the first exchange; before the first reply exists its length is assumed to be
+# REPLY_SHARE times the passage's tokens (an assumption of the estimate, not a measurement)
+REPLY_SHARE = 1.0
+
+
+@dataclass(frozen=True)
+class LightRAG:
+    """`gleanings`: extra "what did you miss" requests per chunk (LightRAG's entity_extract_max_gleaning, 1);
+    `top_entities`, `top_relations`: entities and relations retrieved per query (LightRAG's top_k, 60)."""
+
+    gleanings: int = 1
+    top_entities: int = 60
+    top_relations: int = 60
+    owner: str = "lightrag"
+    version: int = 1
+    schema: str = lightrag_index.SCHEMA
+    needs_llm: bool = True
+
+    def sync(self, host: PeerHost) -> PeerSync:
+        return lightrag_index.sync(host, self.gleanings)
+
+    def retrieve(self, ctx: RetrievalContext, tables: PeerTables, queries: list[str], k: int) -> list[Retrieval]:
+        return lightrag_query.retrieve(ctx, tables, queries, k, self.top_entities, self.top_relations)
+
+    def stats(self, tables: PeerTables) -> dict[str, int]:
+        return lightrag_index.stats(tables)
+
+    def estimate(
+        self, passages: Sequence[PassageRow], chat: CachedChat | None, count: TokenCount | None = None
+    ) -> PeerEstimate:
+        """Requests and input tokens of indexing `passages` (each content once): one extraction request per
+        chunk and `gleanings` gleaning requests, each of which resends the conversation so far. A request whose
+        reply is already in `chat`'s cache is counted in `cached_calls`, not in the tokens."""
+        counter = count or default_counter()
+        unique = list({p.content_hash: p for p in passages}.values())
+        calls = tokens = cached = 0
+        for p in unique:
+            messages = extract_messages(p.title, p.text)
+            reply = None if chat is None else chat.lookup(messages, json=True)
+            assumed = int(REPLY_SHARE * counter(passage_block(p.title, p.text))) + counter(GLEAN_REQUEST)
+            size = message_tokens(messages, counter)
+            for _ in range(1 + self.gleanings):
+                if reply is None:
+                    calls, tokens = calls + 1, tokens + size
+                    size += assumed
+                    continue
+                cached += 1
+                messages = glean_messages(messages, _canonical(reply))
+                size = message_tokens(messages, counter)
+                reply = None if chat is None else chat.lookup(messages, json=True)
+        return PeerEstimate(self.owner, len(unique), calls, tokens, cached)
+
+
+def _canonical(reply: str) -> str:
+    """The reply as the gleaning request repeats it (`lightrag_index.extract_chunk`)."""
+    try:
+        return json.dumps(parse_json_object(reply), ensure_ascii=False, sort_keys=True)
+    except ExtractionError:
+        return reply
+
+
+METHOD = LightRAG()

@@ -1,0 +1,202 @@
+"""LightRAG's index over a memory: per-chunk extraction into `lightrag_chunks` (keyed by passage content, so
+identical passages are extracted once), then the merged entities and relations with their description
+embeddings (`lightrag_entities`, `lightrag_relations`). `sync` brings the tables in step with the memory's alive
+passages: new chunks are extracted, chunks no alive passage holds any more are dropped, and the merge is redone
+when the set of extracted chunks changed; only entities and relations whose embedded text changed are embedded
+again (the others keep their vectors)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from engram.errors import ExtractionError, LLMError
+from engram.llm import aio
+from engram.llm.base import ChatModel, concurrency_of
+from engram.llm.json_reply import JsonRequest, aask_json
+from engram.retrieve.peers.base import PeerHost, PeerSync, alive_passages
+from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, RawEntity, RawRelation, Relation, merge
+from engram.retrieve.peers.lightrag_prompts import extract_messages, glean_messages, read_graph
+from engram.store.peer_tables import PeerTables
+from engram.store.rows import PassageRow
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS lightrag_chunks (
+    content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+    graph TEXT NOT NULL, error TEXT, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS lightrag_entities (
+    key TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL, description TEXT NOT NULL,
+    sources TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS lightrag_relations (
+    source TEXT NOT NULL, target TEXT NOT NULL, keywords TEXT NOT NULL, description TEXT NOT NULL,
+    strength REAL NOT NULL, sources TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (source, target));
+CREATE TABLE IF NOT EXISTS lightrag_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+EXTRACTION = JsonRequest(what="LightRAG extraction")
+
+
+def graph_json(graph: ChunkGraph) -> str:
+    entities = [[e.name, e.type, e.description] for e in graph.entities]
+    relations = [[r.source, r.target, list(r.keywords), r.description, r.strength] for r in graph.relations]
+    return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
+
+
+def graph_of(text: str) -> ChunkGraph:
+    obj = json.loads(text)
+    entities = tuple(RawEntity(str(n), str(t), str(d)) for n, t, d in obj["entities"])
+    relations = tuple(
+        RawRelation(str(s), str(t), tuple(str(k) for k in kws), str(d), float(w))
+        for s, t, kws, d, w in obj["relations"]
+    )
+    return ChunkGraph(entities, relations)
+
+
+async def extract_chunk(chat: ChatModel, p: PassageRow, gleanings: int) -> ChunkGraph:
+    """One chunk's entities and relations: the extraction request, then `gleanings` requests for what the
+    replies so far missed (a gleaning reply that cannot be used ends the gleaning; the rest is kept)."""
+    messages = extract_messages(p.title, p.text)
+    graph, obj = await aask_json(chat, messages, lambda o: (read_graph(o), o), EXTRACTION)
+    for _ in range(gleanings):
+        messages = glean_messages(messages, json.dumps(obj, ensure_ascii=False, sort_keys=True))
+        try:
+            more, obj = await aask_json(chat, messages, lambda o: (read_graph(o), o), EXTRACTION)
+        except ExtractionError:
+            break
+        graph = ChunkGraph(graph.entities + more.entities, graph.relations + more.relations)
+    return graph
+
+
+async def _extract_all(host: PeerHost, chat: ChatModel, todo: Sequence[PassageRow], gleanings: int) -> list[Any]:
+    gate = asyncio.Semaphore(concurrency_of(chat))
+    done = [0]
+
+    async def one(p: PassageRow) -> ChunkGraph | str:
+        async with gate:
+            try:
+                return await extract_chunk(chat, p, gleanings)
+            except (ExtractionError, LLMError) as exc:
+                return f"{type(exc).__name__}: {exc}"
+            finally:
+                done[0] += 1
+                if host.progress is not None:
+                    host.progress("lightrag", done[0], len(todo))
+
+    return list(await asyncio.gather(*(one(p) for p in todo)))
+
+
+def extract_new(host: PeerHost, todo: Sequence[PassageRow], gleanings: int, report: PeerSync) -> None:
+    if host.chat is None:
+        raise LLMError("lightrag indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+    results = aio.run(_extract_all(host, host.chat, todo, gleanings))
+    now = time.time()
+    with host.tables.transaction() as db:
+        for p, result in zip(todo, results):
+            ok = isinstance(result, ChunkGraph)
+            db.execute(
+                "INSERT OR REPLACE INTO lightrag_chunks (content_hash, status, graph, error, updated) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    p.content_hash,
+                    "done" if ok else "failed",
+                    graph_json(result) if ok else "{}",
+                    None if ok else result,
+                    now,
+                ),
+            )
+    report.extracted += sum(isinstance(r, ChunkGraph) for r in results)
+    report.failed += sum(not isinstance(r, ChunkGraph) for r in results)
+
+
+def sync(host: PeerHost, gleanings: int) -> PeerSync:
+    report = PeerSync("lightrag")
+    tables = host.tables
+    alive = alive_passages(host.view)
+    status = {str(h): str(s) for h, s in tables.read("SELECT content_hash, status FROM lightrag_chunks")}
+    todo = [p for h, p in alive.items() if status.get(h) != "done"]
+    gone = [h for h in status if h not in alive]
+    if todo and host.chat is not None:  # without an LLM new chunks wait for the next sync that has one
+        extract_new(host, todo, gleanings, report)
+    if gone:
+        with tables.transaction() as db:
+            db.executemany("DELETE FROM lightrag_chunks WHERE content_hash = ?", [(h,) for h in gone])
+        report.removed = len(gone)
+    done = sorted(str(r[0]) for r in tables.read("SELECT content_hash FROM lightrag_chunks WHERE status = 'done'"))
+    digest = hashlib.sha256("\n".join(done).encode()).hexdigest()
+    merged = tables.read("SELECT value FROM lightrag_state WHERE key = 'merged'")
+    if not merged or merged[0][0] != digest:
+        remerge(host, done, digest, report)
+    report.stats = {**stats(tables), "pending": 0 if host.chat is not None else len(todo)}
+    return report
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def remerge(host: PeerHost, done: list[str], digest: str, report: PeerSync) -> None:
+    tables = host.tables
+    graphs = {
+        str(h): graph_of(str(g))
+        for h, g in tables.read("SELECT content_hash, graph FROM lightrag_chunks WHERE status = 'done'")
+    }
+    entities, relations = merge({h: graphs[h] for h in done if h in graphs})
+    names = {e.key: e.name for e in entities}
+    entity_texts = [e.text() for e in entities]
+    relation_texts = [r.text(names) for r in relations]
+    known = {str(h): bytes(v) for h, v in tables.read("SELECT text_hash, vector FROM lightrag_entities")}
+    known.update({str(h): bytes(v) for h, v in tables.read("SELECT text_hash, vector FROM lightrag_relations")})
+    vectors = _vectors(host, [*entity_texts, *relation_texts], known)
+    report.embedded = len({_text_hash(t) for t in [*entity_texts, *relation_texts]} - set(known))
+    with tables.transaction() as db:
+        db.execute("DELETE FROM lightrag_entities")
+        db.execute("DELETE FROM lightrag_relations")
+        db.executemany(
+            "INSERT INTO lightrag_entities VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [_entity_row(e, t, vectors) for e, t in zip(entities, entity_texts)],
+        )
+        db.executemany(
+            "INSERT INTO lightrag_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [_relation_row(r, t, vectors) for r, t in zip(relations, relation_texts)],
+        )
+        db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
+
+
+def _vectors(host: PeerHost, texts: list[str], known: dict[str, bytes]) -> dict[str, bytes]:
+    """Float32 bytes per text hash: known ones reused, the others embedded (passage role) in one batch."""
+    out = {h: v for h, v in known.items()}
+    fresh = sorted({_text_hash(t): t for t in texts if _text_hash(t) not in out}.items())
+    if fresh:
+        embedded = np.asarray(host.embed([t for _, t in fresh], "passage"), dtype=np.float32)
+        for (h, _), row in zip(fresh, embedded):
+            out[h] = row.tobytes()
+    return out
+
+
+def _entity_row(e: Entity, text: str, vectors: dict[str, bytes]) -> tuple[Any, ...]:
+    h = _text_hash(text)
+    return (e.key, e.name, e.type, e.description, json.dumps(list(e.sources)), h, vectors[h])
+
+
+def _relation_row(r: Relation, text: str, vectors: dict[str, bytes]) -> tuple[Any, ...]:
+    h = _text_hash(text)
+    keywords = json.dumps(list(r.keywords), ensure_ascii=False)
+    return (r.source, r.target, keywords, r.description, r.strength, json.dumps(list(r.sources)), h, vectors[h])
+
+
+def stats(tables: PeerTables) -> dict[str, int]:
+    def count(sql: str) -> int:
+        return int(tables.read(sql)[0][0])
+
+    return {
+        "chunks": count("SELECT COUNT(*) FROM lightrag_chunks WHERE status = 'done'"),
+        "failed": count("SELECT COUNT(*) FROM lightrag_chunks WHERE status = 'failed'"),
+        "entities": count("SELECT COUNT(*) FROM lightrag_entities"),
+        "relations": count("SELECT COUNT(*) FROM lightrag_relations"),
+    }
