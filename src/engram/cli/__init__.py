@@ -12,12 +12,12 @@ from engram.errors import EngramError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engram.cli import demo, evaluate, ingest, query
+    from engram.cli import demo, evaluate, ingest, peers, query
     from engram.server import commands as server
 
     parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for LLMs (HippoRAG 2).")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (ingest, query, evaluate, demo, server):
+    for group in (ingest, query, evaluate, demo, peers, server):
         group.configure(sub)
     return parser
 

@@ -38,6 +38,11 @@ def add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-samples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--out", help="write results.json, report.md, details.jsonl and PNG plots into this folder")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="estimate each method's indexing LLM requests and input tokens for the corpus, then stop",
+    )
     add_continual_args(p)
 
 

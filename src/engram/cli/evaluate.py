@@ -11,9 +11,11 @@ from typing import Any
 
 from engram.cli.common import Bars, command, say
 from engram.cli.eval_args import add_eval_args, check_args, parse_methods, parse_weights, run_setup
+from engram.cli.eval_peers import dry_run, index_peers, openie_cost, run_costed
+from engram.eval.costs import cost_table
 from engram.eval.loaders import load_dataset
 from engram.eval.report import compare_runs, comparison_table, recall_table, write_run
-from engram.eval.runner import MethodResult, RunOptions, compare, entities_by_question, plan_methods, run_method
+from engram.eval.runner import MethodResult, RunOptions, compare, entities_by_question, plan_methods
 from engram.memory import Memory
 from engram.settings import resolve_llm
 
@@ -42,9 +44,11 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
     with Memory(folder, embedder=args.embedder, llm=llm) as memory:
         start = time.perf_counter()
         try:
-            memory.index(data.documents, extractions=args.extractions, progress=bars)
+            report = memory.index(data.documents, extractions=args.extractions, progress=bars)
         finally:
             bars.close()
+        openie = openie_cost(report, time.perf_counter() - start)
+        peers = index_peers(memory, methods, bars)
         stats = memory.stats()
         index = {"seconds": round(time.perf_counter() - start, 3)}
         index.update({k: stats[k] for k in ("passages", "phrases", "facts", "edges", "pending")})
@@ -52,7 +56,7 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
         memory.embedder.embed(["warm-up"], role="query")  # load the model before any method is timed
         results = []
         for spec in plan_methods(methods, parse_weights(args.passage_weight), args.ircot_steps):
-            results.append(run_method(memory, questions, spec, options))
+            results.append(run_costed(memory, questions, spec, options, openie, peers))
             say(f"{spec.name}: done ({results[-1].summary['seconds_per_query'] * 1000:.1f} ms/query)")
         result: dict[str, Any] = {"setup": run_setup(args, data, memory, methods), "index": index}
     result["methods"] = {r.spec.name: r.summary for r in results}
@@ -65,6 +69,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from engram.cli.continual import cmd_continual
 
         return cmd_continual(args)
+    if args.dry_run:
+        return dry_run(args, load_dataset(args.questions, args.corpus, args.format), parse_methods(args))
     if args.memory:
         result, runs = _run_eval(args, Path(args.memory))
     else:
@@ -80,6 +86,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     print(f"index: {json.dumps(result['index'])}\n")
     print(recall_table(result["methods"]))
+    costs = cost_table(result["methods"])
+    if costs:
+        print("\ncost (HippoRAG 2 paper, Table 12 layout):\n" + costs)
     if result["comparisons"]:
         print("\n" + comparison_table(result["comparisons"]))
     return 0
