@@ -111,9 +111,7 @@ def test_minilm_every_chunk_fits_and_a_fact_at_the_end_is_found(tmp_path: Path) 
     text = _long_document(1050)
     # the case being fixed: under 300-word windows the fact sits past the model's 256 word pieces
     old = [c for c in chunk_text(text, ChunkConfig()) if "Valcourt" in c]
-    assert old and all(
-        embedder.count_tokens([f"{title}\n{c[: c.index(FACT)]}"])[0] > embedder.max_tokens for c in old
-    )
+    assert old and all(embedder.count_tokens([f"{title}\n{c[: c.index(FACT)]}"])[0] > embedder.max_tokens for c in old)
     with Memory(tmp_path / "m", embedder=embedder, llm=False) as memory:
         memory.index([Document("parish", text, title=title)])
         rows = memory._current().passages
@@ -121,3 +119,22 @@ def test_minilm_every_chunk_fits_and_a_fact_at_the_end_is_found(tmp_path: Path) 
         assert len(rows) > 4 and max(lengths) <= embedder.max_tokens == 256
         found = memory.retrieve("Who was the lighthouse keeper on Tarrow Island?", top_k=1, method="dense")
     assert FACT in found[0].passages[0].text
+
+
+def test_a_chunk_takes_from_its_documents_record_only_the_triples_it_states(tmp_path: Path) -> None:
+    from engram.config import MemoryConfig
+
+    text = _words(20) + " Alpha knows Beta. " + _words(47) + " Gamma meets Delta."
+    record = {
+        "id": "long",
+        "entities": ["Alpha", "Beta", "Gamma", "Delta"],
+        "triples": [["Alpha", "knows", "Beta"], ["Gamma", "meets", "Delta"], ["Alpha", "meets", "Delta"]],
+    }
+    config = MemoryConfig(chunk=ChunkConfig(max_words=25, overlap=0))
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False, config=config) as memory:
+        report = memory.index([Document("long", text)], extractions=[record])
+        assert report.passages == 3
+        assert sorted(memory.phrases_of("long#0")) == ["alpha", "beta"]
+        assert memory.phrases_of("long#1") == []  # it states none of the triples: pending
+        assert sorted(memory.phrases_of("long#2")) == ["delta", "gamma"]
+        assert report.pending == 1

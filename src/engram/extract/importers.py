@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import InputError
-from engram.text import clean_text, content_hash
+from engram.text import clean_text, content_hash, normalize_phrase
 
 
 @dataclass
@@ -29,14 +29,38 @@ class ExtractionSet:
         return len(self.by_id) + len(self.by_text)
 
     def find(self, passage_id: str, title: str | None, text: str) -> dict[str, Any] | None:
-        """The record for a passage: by passage id (a one-chunk document's passage id is the document id; a
-        record keyed by the id of a longer document matches none of its chunks), else by text."""
+        """The record for a passage: by passage id (a one-chunk document's passage id is the document id), else
+        by text. A chunk `<doc id>#<i>` without its own record takes from its document's record only what the
+        chunk states: the triples whose subject and object both occur in its text, and the entities that
+        occur in it (None when nothing does: the chunk stays pending)."""
         found = self.by_id.get(passage_id)
+        if found is None:
+            found = self._from_document(passage_id, text)
         if found is None and self.by_text:
             found = self.by_text.get(content_hash(text))
             if found is None and title:
                 found = self.by_text.get(content_hash(f"{title}\n{text}"))
         return found
+
+
+    def _from_document(self, passage_id: str, text: str) -> dict[str, Any] | None:
+        doc_id, sep, index = passage_id.rpartition("#")
+        record = self.by_id.get(doc_id) if sep and index.isdigit() else None
+        if record is None:
+            return None
+        words = f" {normalize_phrase(text)} "
+
+        def stated(phrase: object) -> bool:
+            key = normalize_phrase(str(phrase))
+            return bool(key) and f" {key} " in words
+
+        triples = [
+            t
+            for t in record["triples"]
+            if isinstance(t, (list, tuple)) and len(t) == 3 and stated(t[0]) and stated(t[2])
+        ]
+        entities = [e for e in record["entities"] if stated(e)]
+        return {"entities": entities, "triples": triples} if triples else None
 
 
 def _record(entities: Any, triples: Any, where: str) -> dict[str, Any]:
