@@ -2,7 +2,7 @@
 shared by any number of engram processes on any number of machines.
 
 Same tables and meaning as the SQLite records (docs/format.md); vectors are pgvector `vector` columns, written
-and read as text (shortest round-trip decimals: the float32 values come back bit for bit). A commit takes the
+and read in pgvector's binary form (the float32 values come back bit for bit). A commit takes the
 generation row `FOR UPDATE` inside its transaction, so two writers never commit on the same generation: the
 second waits, then sees the new generation and gets `ConflictError` (the writer then reloads and retries).
 Needs `engram[postgres]` (psycopg 3).
@@ -11,6 +11,7 @@ Needs `engram[postgres]` (psycopg 3).
 from __future__ import annotations
 
 import json
+import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -20,9 +21,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.errors import MemoryFormatError
+from engram.errors import MemoryFormatError, MissingDependencyError
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
 from engram.store.rows import ExtractionRow, PassageRow
+
+try:
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+except ImportError as exc:
+    raise MissingDependencyError("a postgresql:// memory needs psycopg: pip install 'engram[postgres]'") from exc
 
 __all__ = ["PostgresStore"]
 
@@ -35,13 +42,27 @@ _EXTRACTION_UPSERT = (
 )
 
 
-def vector_text(vector: npt.NDArray[np.float32]) -> str:
-    """pgvector's text form; each float32 printed as the shortest decimal of its (exact) double value."""
-    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).astype(np.float64).tolist())) + "]"
+class _VectorDumper(Dumper):
+    """A float32 array as pgvector's binary form: dimension and a reserved word (uint16 each), then big-endian
+    float4 values. Bound to the connection's `vector` type oid by `_bind_vectors`."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        values = np.asarray(obj, dtype=">f4")
+        return struct.pack(">HH", len(values), 0) + values.tobytes()
 
 
-def vector_bytes(text: str) -> bytes:
-    return np.array(text[1:-1].split(","), dtype=np.float64).astype(np.float32).tobytes()
+def vector_bytes(data: bytes) -> bytes:
+    """pgvector's binary form as native float32 bytes (what the SQLite store keeps)."""
+    dim = struct.unpack_from(">H", data)[0]
+    return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32).tobytes()
+
+
+def _bind_vectors(conn: Any) -> None:
+    oid = int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
+    dumper = type("VectorDumper", (_VectorDumper,), {"oid": oid})
+    conn.adapters.register_dumper(np.ndarray, dumper)
 
 
 class _Lookup(Mapping[str, str]):
@@ -77,6 +98,7 @@ class PostgresStore:
         self._conn = connect(url)
         try:
             prepare_schema(self._conn, url, self.schema, identity, create)
+            _bind_vectors(self._conn)
         except BaseException:
             self._conn.close()
             raise
@@ -89,9 +111,9 @@ class PostgresStore:
         with self._lock, self._conn.transaction():
             yield self._conn
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _read(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
         with self._lock:
-            return list(self._conn.execute(sql, params).fetchall())
+            return list(self._conn.execute(sql, params, binary=binary).fetchall())
 
     def _json(self, text: Any) -> Any:
         try:
@@ -229,19 +251,20 @@ class PostgresStore:
 
     # embeddings -----------------------------------------------------------------------------------------
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:
-        rows = sorted((h, vector_text(v)) for h, v in zip(hashes, vectors))
+        rows = sorted(zip(hashes, vectors), key=lambda row: row[0])
         with self.transaction() as db:
             self._many(
                 db,
-                "INSERT INTO embeddings (model, role, text_hash, vector) VALUES (%s, %s, %s, %s::vector) "
+                "INSERT INTO embeddings (model, role, text_hash, vector) VALUES (%s, %s, %s, %b) "
                 "ON CONFLICT (model, role, text_hash) DO UPDATE SET vector = excluded.vector",
-                [(model, role, h, v) for h, v in rows],
+                [(model, role, h, np.asarray(v, dtype=np.float32)) for h, v in rows],
             )
 
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
         rows = self._read(
-            "SELECT text_hash, vector::text FROM embeddings WHERE model = %s AND role = %s AND text_hash = ANY(%s)",
+            "SELECT text_hash, vector FROM embeddings WHERE model = %s AND role = %s AND text_hash = ANY(%s)",
             (model, role, list(hashes)),
+            binary=True,
         )
         return {str(h): vector_bytes(v) for h, v in rows}
 
