@@ -34,7 +34,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_scale import DIM, GIB, QueryCache, peak_rss, rss, say  # noqa: E402
-
 from engram import Document, Memory  # noqa: E402
 from engram.embed import HashEmbedder  # noqa: E402
 
@@ -101,15 +100,22 @@ def measure(backend: str, size: int, target: str, folder: Path, batch: int) -> d
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
+    """One line per backend and size; "RAM per 1M passages" is the slope of RAM between consecutive sizes of a
+    backend (what each further passage costs), scaled to a million: an extrapolation, not a measurement."""
     head = "| backend | passages | phrases | facts | build (excl. embedding) | open | RAM after open + 1 query "
-    head += "| RAM per 1M passages (linear) | query p50 | insert 1 | refresh after another's commit |"
+    head += "| RAM per 1M passages (slope) | query p50 | insert 1 | refresh after another's commit |"
     print(head)
     print("|" + "---|" * 11)
+    previous: dict[str, dict[str, Any]] = {}
     for r in rows:
-        per_million = r["ram"] / r["size"] * 1_000_000 / GIB
+        before = previous.get(r["backend"])
+        slope = "-"
+        if before is not None and r["size"] > before["size"]:
+            slope = f"{(r['ram'] - before['ram']) / (r['size'] - before['size']) * 1_000_000 / GIB:.1f} GiB"
+        previous[r["backend"]] = r
         print(
             f"| {r['backend']} | {r['size']:,} | {r['stats']['phrases']:,} | {r['stats']['facts']:,} "
-            f"| {r['build']:.1f} s | {r['open']:.2f} s | {r['ram'] / GIB:.3f} GiB | {per_million:.1f} GiB "
+            f"| {r['build']:.1f} s | {r['open']:.2f} s | {r['ram'] / GIB:.3f} GiB | {slope} "
             f"| {r['query_p50'] * 1000:.1f} ms | {r['insert'] * 1000:.0f} ms | {r['refresh'] * 1000:.0f} ms |"
         )
 
