@@ -102,6 +102,22 @@ def test_failed_chunks_are_retried_by_the_next_write(tmp_path: Path, fake_llm: F
         assert (again.extracted, again.failed) == (1, 0) and again.stats["entities"] == 10
 
 
+def test_writes_without_an_llm_leave_new_chunks_pending(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = handler()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(DOCS[:4], extractions=EXTRACTIONS)
+        memory.add_method("lightrag")
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
+        report = memory.index([DOCS[4]], extractions=EXTRACTIONS)  # committed; lightrag follows later
+        assert report.stats["lightrag_extracted"] == 0 and report.stats["lightrag_pending"] == 1
+        memory.delete(["bob"])  # deletions are followed without an LLM
+        assert memory.method_costs("lightrag")["index"]["chunks"] == 3
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        done = memory.add_method("lightrag")
+        assert done.extracted == 1 and done.stats["chunks"] == 4 and done.stats["pending"] == 0
+        assert memory.retrieve("capital of Norway", top_k=1, method="lightrag")[0].passages[0].id == "oslo"
+
+
 def test_retrieving_without_the_index_names_the_fix(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     fake_llm.handler = handler()
     with open_memory(tmp_path / "m", fake_llm) as memory:

@@ -37,10 +37,12 @@ def enabled(tables: PeerTables) -> list[str]:
     return [name for name in PEERS if peer(name).owner in held]
 
 
-def add(name: str, host: PeerHost) -> PeerSync:
-    """Create `name`'s tables if the memory lacks them and index every alive passage into them."""
+def add(name: str, host: PeerHost, require_llm: bool = True) -> PeerSync:
+    """Create `name`'s tables if the memory lacks them and index every alive passage into them. Without
+    `require_llm`, a method that needs an LLM on a memory without one only follows deletions (new passages wait
+    for a sync with an LLM: `PeerSync.stats["pending"]`)."""
     method = peer(name)
-    if method.needs_llm and host.chat is None:
+    if require_llm and method.needs_llm and host.chat is None:
         raise LLMError(f"{name} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
     host.tables.ensure(method.owner, method.version, method.schema)
     with measured(host.tables, method.owner, "index", host.chat):
@@ -49,7 +51,7 @@ def add(name: str, host: PeerHost) -> PeerSync:
 
 def sync_all(host: PeerHost) -> list[PeerSync]:
     """Bring every method the memory holds in step with its passages (after index, update, delete, extract)."""
-    return [add(name, host) for name in enabled(host.tables)]
+    return [add(name, host, require_llm=False) for name in enabled(host.tables)]
 
 
 def retrieve(ctx: RetrievalContext, name: str, queries: list[str], k: int) -> list[Retrieval]:

@@ -34,13 +34,15 @@ class PeerSet:
 
     def after_write(self, report: IndexReport) -> None:
         """Bring the held methods in step with the committed passages; their LLM usage joins `report.llm`
-        (extraction counts under `<method>_extracted` / `<method>_failed` in `report.stats`)."""
+        (counts under `<method>_extracted`, `<method>_failed` and `<method>_pending` in `report.stats`; pending:
+        new chunks that wait for a write with an LLM)."""
         if not self.held():
             return
         host = self._host(self._tables(), None)
         for done in peers.sync_all(host):
             report.stats[f"{done.method}_extracted"] = done.extracted
             report.stats[f"{done.method}_failed"] = done.failed
+            report.stats[f"{done.method}_pending"] = done.stats.get("pending", 0)
 
     def costs(self, name: str) -> dict[str, Any]:
         return peers.costs(self._tables(), name)
