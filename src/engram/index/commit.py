@@ -40,12 +40,17 @@ class VectorSource:
         hashes = [text_hash(t) for t in texts]
         where = self.rows.get(role, {})
         wanted: dict[str, list[int]] = {}
+        found: list[int] = []
+        rows: list[int] = []
         for i, h in enumerate(hashes):
             row = where.get(h)
             if row is None:
                 wanted.setdefault(h, []).append(i)
             else:
-                out[i] = self.snapshot[role][1][row]
+                found.append(i)
+                rows.append(row)
+        if found:  # one gather from the memory-mapped snapshot, not a copy per row
+            out[np.array(found, dtype=np.int64)] = self.snapshot[role][1][np.array(rows, dtype=np.int64)]
         if wanted:
             cached = self.store.vectors_for(self.model_key, role, list(wanted))
             for h, blob in cached.items():
