@@ -27,6 +27,7 @@ import cProfile
 import itertools
 import json
 import math
+import os
 import pstats
 import resource
 import statistics
@@ -144,6 +145,7 @@ def child_build(size: int, folder: Path, batch: int, repeat: int, ann: str, prof
         "steps": steps,
         "stats": report.stats,
         "build_peak": peak_rss(),
+        "build_load": os.getloadavg()[1],
     }
 
 
@@ -188,6 +190,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
             out["delete_steps"].append(report.timings)
             out["first_after_delete"].append(timed(lambda: memory.retrieve(queries[2], top_k=5)))
     out["open_peak"] = peak_rss()
+    out["open_load"] = os.getloadavg()[1]
     return out
 
 
@@ -247,6 +250,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"open+queries+changes {r['open_peak'] / GIB:.2f} GiB (after open {r['open_rss'] / GIB:.2f} GiB); "
               f"first query after open {r['first_after_open']:.2f} s; query p90 {r['query_p90'] * 1000:.1f} ms; "
               f"first query after delete {statistics.median(r['first_after_delete']) * 1000:.0f} ms")
+        loads = r.get("build_load", float("nan")), r.get("open_load", float("nan"))
+        print(f"    machine load (5-minute load average on 2 cores) at the end of the build {loads[0]:.1f}, "
+              f"of the queries and changes {loads[1]:.1f}")
         for name in ("insert", "delete"):
             rows = r[f"{name}_steps"]
             keys = sorted({k for row in rows for k in row})
