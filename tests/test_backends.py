@@ -5,6 +5,7 @@ changes equals a fresh build; the two backends give the same graphs, vectors, ra
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -158,3 +159,28 @@ def test_postgres_urls_and_errors(pg_server: str) -> None:  # noqa: F811
     with open_memory(with_schema(pg_server, "stored")) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
         assert memory.path is not None and memory.url is not None and not Path("postgresql:").exists()
+
+
+def test_cli_on_a_postgres_memory(
+    pg_server: str,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engram.cli import main
+    from test_cli import write_corpus
+
+    for name in ("ENGRAM_LLM_BASE_URL", "ENGRAM_LLM_MODEL", "ENGRAM_EMBEDDER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)  # a directory made from the URL by mistake would appear here
+    corpus, extractions, _ = write_corpus(tmp_path)
+    url = with_schema(pg_server, f"cli_{uuid.uuid4().hex[:8]}")
+    assert main(["retrieve", "Who founded Acme Tools?", "--memory", url, "--embedder", "hash"]) == 1
+    assert "no memory at postgresql://" in capsys.readouterr().err
+    assert main(["index", str(corpus), "--memory", url, "--extractions", str(extractions), "--embedder", "hash"]) == 0
+    assert "5 passages" in capsys.readouterr().err
+    assert main(["retrieve", "Who founded Acme Tools?", "--memory", url, "--embedder", "hash", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip())["passages"][0]["id"] == "acme"
+    assert main(["stats", "--memory", url, "--embedder", "hash"]) == 0
+    assert json.loads(capsys.readouterr().out)["facts"] == 8
+    assert not any(tmp_path.glob("postgres*"))
