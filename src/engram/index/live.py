@@ -39,13 +39,19 @@ class _Clock:
 class LiveIndex:
     """Owns the in-memory `IndexState` of one memory and the `GraphIndex` view retrieval reads. Thread-safe.
     `root`: the memory directory, where vector snapshots and the ANN index are cached; None for a store
-    without local files (PostgreSQL: vectors load from its embeddings table)."""
+    without local files (PostgreSQL: vectors load from its embeddings table).
+
+    Two locks: `lock` serialises whatever touches the state (loads, changes, snapshots); `_view_lock` only
+    guards the (view, generation) pair. A reader whose view is current takes only the second, so reads go on
+    while a writer embeds, links and commits; views are frozen, so an old one stays valid."""
 
     def __init__(
         self, root: Path | None, store: Store, embedder: Embedder, model_key: str, config: GraphConfig
     ) -> None:
         self.root, self.store, self.embedder, self.model_key, self.config = root, store, embedder, model_key, config
         self.lock = threading.RLock()
+        self._view_lock = threading.Lock()
+        self._read_since_commit = False  # a reader is about: derive the next view on the writer's thread
         self.state: IndexState | None = None
         self.index: GraphIndex | None = None
         self.generation = -1
@@ -72,19 +78,27 @@ class LiveIndex:
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
                         self.store.set_meta(db, "synonym_lists", "1")
-                self.index, self.generation, self._bm25 = None, generation, None
+                with self._view_lock:
+                    self.index, self.generation, self._bm25 = None, generation, None
                 fresh = self.source().embedded > 0 or self._snapshot_damaged
                 self.dirty = self.root is not None and (fresh or not (self.root / "index").exists())
             return self.state
 
     def current(self) -> GraphIndex:
-        """The index of the latest committed generation. Derived lazily: a run of commits with no query in
-        between (a folder sync, many small inserts) pays for the O(edges) arrays once, at the next read."""
+        """The index of the latest committed generation. A commit made while readers are about derives the
+        next view before it commits (readers keep the previous one meanwhile); otherwise it is derived lazily,
+        so a run of commits with no query in between (a folder sync, bulk inserts) pays for it once."""
+        generation = self.store.generation
+        with self._view_lock:
+            self._read_since_commit = True
+            if self.index is not None and generation == self.generation:
+                return self.index
         with self.lock:
             state = self.load()
-            if self.index is None:
-                self.index = view(state)
-            return self.index
+            with self._view_lock:
+                if self.index is None:
+                    self.index = view(state).warm()
+                return self.index
 
     def stats(self) -> dict[str, int]:
         """`GraphIndex.stats()` of the current generation, counted on the state (no view needed)."""
@@ -126,6 +140,10 @@ class LiveIndex:
                 clock.lap("embed")
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
+                with self._view_lock:
+                    eager = self._read_since_commit
+                following = view(state).warm() if eager else None  # before the commit: readers keep the old one
+                clock.lap("view")
                 with self.store.transaction() as db:
                     if self.store.locked_generation(db) != base:
                         raise ConflictError(CONFLICT)
@@ -135,9 +153,13 @@ class LiveIndex:
                     self.store.set_meta(db, "synonym_lists", "1")
                 clock.lap("commit")
             except BaseException:
-                self.state = self.index = None
+                with self._view_lock:
+                    self.state = self.index = None
                 raise
-            self.index, self.generation, self._bm25, self.dirty = None, base + 1, None, self.root is not None
+            with self._view_lock:
+                self.index, self.generation, self._bm25 = following, base + 1, None
+                self._read_since_commit = False
+            self.dirty = self.root is not None
 
     def flush(self) -> None:
         with self.lock:

@@ -10,6 +10,7 @@ results never include dead passages (`retrieve.run` drops them).
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -52,13 +53,15 @@ class GraphIndex:
     fact_rank: npt.NDArray[np.int64]
     _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
     _operator: list[sp.csr_matrix] = field(default_factory=list)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
 
     @property
     def operator(self) -> sp.csr_matrix:
         """The walk operator in row space (derived on first use: retrieval walks the canonical one)."""
-        if not self._operator:
-            self._operator.append(walk_operator(self.adjacency))
-        return self._operator[0]
+        with self._cache_lock:
+            if not self._operator:
+                self._operator.append(walk_operator(self.adjacency))
+            return self._operator[0]
 
     def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
@@ -81,16 +84,26 @@ class GraphIndex:
         of a memory built from scratch whatever the arrival order and deletions (BLAS may round a row
         differently at another position or matrix shape)."""
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
-        if name not in self._compact:
-            rows = self._canonical_rows(name, alive)
-            self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
-        rows, compact = self._compact[name]
+        rows, compact = self._compacted(name, vectors, alive)
         out = np.zeros((len(q), len(alive)), dtype=np.float64)
         if len(rows):
             scores = (q @ compact.T).astype(np.float64)
             out[:] = scores.min(axis=1, keepdims=True)
             out[:, rows] = scores
         return out
+
+    def _compacted(self, name: str, vectors: Vectors, alive: BoolArray) -> tuple[npt.NDArray[np.int64], Vectors]:
+        with self._cache_lock:
+            if name not in self._compact:
+                rows = self._canonical_rows(name, alive)
+                self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
+            return self._compact[name]
+
+    def warm(self) -> GraphIndex:
+        """Build the score caches now (on a writer's thread, so that readers of this view never wait for them)."""
+        self._compacted("passage", self.passage_vectors, self.passage_alive)
+        self._compacted("fact", self.fact_vectors, self.fact_alive)
+        return self
 
     def _canonical_rows(self, name: str, alive: BoolArray) -> npt.NDArray[np.int64]:
         rank = {"passage": self.passage_rank, "fact": self.fact_rank, "phrase": self.phrase_rank}[name]
