@@ -184,3 +184,19 @@ def test_cli_on_a_postgres_memory(
     assert main(["stats", "--memory", url, "--embedder", "hash"]) == 0
     assert json.loads(capsys.readouterr().out)["facts"] == 8
     assert not any(tmp_path.glob("postgres*"))
+
+
+def test_engram_serve_on_a_postgres_memory(pg_server: str) -> None:  # noqa: F811
+    from helpers import DOCS as SERVER_DOCS
+    from helpers import EXTRACTIONS as SERVER_EXTRACTIONS
+    from server_helpers import hash_settings, serve
+
+    url = with_schema(pg_server, f"serve_{uuid.uuid4().hex[:8]}")
+    with Memory(url, embedder=HashEmbedder(), llm=False) as memory:
+        memory.index(SERVER_DOCS, extractions=SERVER_EXTRACTIONS)
+        expected = memory.retrieve("Where was the founder of Acme Tools born?", top_k=3)[0]
+    with serve(hash_settings(memory=url)) as server, server.client() as http:
+        body = {"query": "Where was the founder of Acme Tools born?", "top_k": 3}
+        result = http.post("/v1/memories/default/retrieve", json=body).json()["results"][0]
+        assert [p["id"] for p in result["passages"]] == [p.id for p in expected.passages]
+        assert http.get("/v1/memories/default").json()["stats"]["documents"] == len(SERVER_DOCS)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.server.settings import DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
+from engram.store.pg_schema import is_database_url
 
 SERVE_EXAMPLES = """examples:
   engram serve --memory notes.engram                      # one memory, named 'default', on 127.0.0.1:8300
@@ -83,7 +84,7 @@ def limit_blas(threads: int) -> None:
 
 def _add_source(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--memory", "-m", help="serve this memory directory, under the name 'default'")
+    where.add_argument("--memory", "-m", help="serve this memory (a directory or postgresql:// URL) as 'default'")
     where.add_argument("--root", help="serve every memory under this folder by name (created on first write)")
     p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, MiniLM)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
@@ -91,11 +92,18 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most per memory")
 
 
+def _memory_target(memory: str | None) -> Path | str | None:
+    """--memory as `Memory` takes it: a directory, or a postgresql:// URL kept as text."""
+    if memory is None or is_database_url(memory):
+        return memory
+    return Path(memory)
+
+
 def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings:
     threads = getattr(args, "threads", None)
     return ServerSettings(
         root=Path(args.root) if args.root else None,
-        memory=Path(args.memory) if args.memory else None,
+        memory=_memory_target(args.memory),
         host=getattr(args, "host", "127.0.0.1"),
         port=getattr(args, "port", 8300),
         keys=load_keys(getattr(args, "api_key_file", None)) if keys else [],

@@ -71,7 +71,7 @@ class Registry:
             return []
         return sorted(p.name for p in root.iterdir() if (p / MANIFEST).is_file() and _NAME.fullmatch(p.name))
 
-    def path_of(self, name: str) -> Path:
+    def path_of(self, name: str) -> Path | str:
         check_name(name)
         if self.settings.memory is not None:
             if name != DEFAULT:
@@ -87,26 +87,29 @@ class Registry:
             handle = self._open.get(name)
             if handle is not None:
                 return handle
-            exists = (path / MANIFEST).is_file()
+            exists = isinstance(path, str) or (path / MANIFEST).is_file()  # str: a PostgreSQL URL
             if not exists and not create:
                 raise not_found(f"no memory named {name!r}: write documents to it to create it")
             memory = Memory(path, embedder=self._embedder(path), llm=self._llm(path), create=create)
             handle = self._open[name] = Handle(name, memory)
             return handle
 
-    def _embedder(self, path: Path) -> Embedder:
+    def _embedder(self, target: Path | str) -> Embedder:
         """One embedder object per spec, shared by the memories that use it (a model loads once)."""
-        spec = self.settings.embedder or os.environ.get("ENGRAM_EMBEDDER") or read_config_file(path).get("embedder")
+        path = target if isinstance(target, Path) else None  # a PostgreSQL memory has no config.json
+        spec = self.settings.embedder or os.environ.get("ENGRAM_EMBEDDER")
+        spec = spec or (read_config_file(path).get("embedder") if path else None)
         key = str(spec or "")
         if key not in self._embedders:
             self._embedders[key] = resolve_embedder(spec or None, path)
         return self._embedders[key]
 
-    def _llm(self, path: Path) -> ChatModel | None:
+    def _llm(self, target: Path | str) -> ChatModel | None:
         """The LLM from --llm-* options; None lets `Memory` resolve (and own) the one its settings name."""
         s = self.settings
         if s.llm_base_url is None and s.llm_model is None and s.llm_concurrency is None:
             return None
+        path = target if isinstance(target, Path) else None
         return resolve_llm(path, s.llm_base_url, s.llm_model, max_concurrency=s.llm_concurrency) or None
 
     def close(self) -> None:

@@ -48,7 +48,7 @@ class ServerSettings:
     name) and `memory` (one memory, served as `default`)."""
 
     root: Path | None = None
-    memory: Path | None = None
+    memory: Path | str | None = None  # str: a postgresql:// URL
     host: str = "127.0.0.1"
     port: int = 8300
     keys: list[ApiKey] = field(default_factory=list)
