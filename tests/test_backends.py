@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engram import Document, EmbedderMismatchError, InputError, Memory, MemoryFormatError
 from engram.embed import HashEmbedder
 from engram.store.pg_schema import redact
-from pg_fixture import pg_server, with_schema  # noqa: F401
+from pg_fixture import pg_server, pg_url, with_schema  # noqa: F401
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
 Target = Callable[[str], "str | Path"]
@@ -200,3 +200,19 @@ def test_engram_serve_on_a_postgres_memory(pg_server: str) -> None:  # noqa: F81
         result = http.post("/v1/memories/default/retrieve", json=body).json()["results"][0]
         assert [p["id"] for p in result["passages"]] == [p.id for p in expected.passages]
         assert http.get("/v1/memories/default").json()["stats"]["documents"] == len(SERVER_DOCS)
+
+
+def test_a_lost_connection_is_reopened(pg_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    with open_memory(pg_url) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        pid = memory._store._conn.info.backend_pid  # type: ignore[attr-defined]
+        conninfo = pg_url.split("&schema=")[0]
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(psycopg.OperationalError):
+            memory.documents()
+        assert set(memory.documents()) == {"a", "b", "c"}
+        memory.delete(["a"])
+        assert memory.stats()["generation"] == 2

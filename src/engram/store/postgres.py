@@ -95,25 +95,39 @@ class PostgresStore:
         self.location = redact(url)
         self.schema = split_url(url)[1]
         self._lock = threading.RLock()
-        self._conn = connect(url)
+        self._identity = identity
+        self._conn = self._connect(create)
+
+    def _connect(self, create: bool) -> Any:
+        conn = connect(self.url)
         try:
-            prepare_schema(self._conn, url, self.schema, identity, create)
-            _bind_vectors(self._conn)
+            prepare_schema(conn, self.url, self.schema, self._identity, create)
+            _bind_vectors(conn)
         except BaseException:
-            self._conn.close()
+            conn.close()
             raise
+        return conn
+
+    def _connection(self) -> Any:
+        """The open connection; a new one when the old was lost (a server restart or a network cut fails the
+        call that met it, and the next call reconnects)."""
+        if self._conn.closed:
+            self._conn = self._connect(create=False)
+        return self._conn
 
     def close(self) -> None:
         self._conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        with self._lock, self._conn.transaction():
-            yield self._conn
+        with self._lock:
+            conn = self._connection()
+            with conn.transaction():
+                yield conn
 
     def _read(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
         with self._lock:
-            return list(self._conn.execute(sql, params, binary=binary).fetchall())
+            return list(self._connection().execute(sql, params, binary=binary).fetchall())
 
     def _json(self, text: Any) -> Any:
         try:
