@@ -48,10 +48,10 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
         finally:
             bars.close()
         openie = openie_cost(report, time.perf_counter() - start)
-        peers = index_peers(memory, methods, bars)
         stats = memory.stats()
         index = {"seconds": round(time.perf_counter() - start, 3)}
         index.update({k: stats[k] for k in ("passages", "phrases", "facts", "edges", "pending")})
+        peers = index_peers(memory, methods, bars)  # their time and tokens: each method's "cost"
         options = RunOptions(depth=args.top_k, qa=args.qa, query_entities=entities)
         memory.embedder.embed(["warm-up"], role="query")  # load the model before any method is timed
         results = []
