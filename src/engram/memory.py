@@ -26,6 +26,7 @@ from engram.index.writer import Writer
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
+from engram.retrieve.peers import estimate as estimate_peer
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
 from engram.retrieve.peers.manager import PeerSet
 from engram.retrieve.rse import RSEParams
@@ -287,13 +288,10 @@ class Memory:
     def estimate_method(self, name: str, documents: Iterable[str | Document] = ()) -> PeerEstimate:
         """What indexing `documents` (and the stored passages) for the peer method `name` would send to the
         LLM, without calling it: requests and input tokens (see `engram.retrieve.peers`)."""
-        from engram.retrieve import peers
-
-        index = self._current()
+        index, session = self._current(), self._llm_session()
         prepared, _ = self._writer.prepare(documents)
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
-        session = self._llm_session()
-        return peers.estimate(name, [*stored, *prepared.passages], None if session is None else session.chat)
+        return estimate_peer(name, [*stored, *prepared.passages], None if session is None else session.chat)
 
     def stats(self) -> dict[str, Any]:
         self._flush_llm()
