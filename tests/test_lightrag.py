@@ -172,3 +172,24 @@ def test_chunk_ranking_and_hybrid_interleaving() -> None:
         ("b", 0.8),
         ("d", 0.5),
     ]
+
+
+def test_peer_tables_are_versioned(tmp_path: Path) -> None:
+    from engram.errors import MemoryFormatError
+    from engram.store.peer_tables import PeerTables
+
+    tables = PeerTables(tmp_path / "records.sqlite")
+    assert tables.methods() == {} and tables.costs("demo") == {}  # nothing created until a method is added
+    schema = "CREATE TABLE IF NOT EXISTS demo_rows (x INTEGER)"
+    assert tables.ensure("demo", 1, schema) is True
+    with tables.transaction() as db:
+        db.execute("INSERT INTO demo_rows VALUES (1)")
+    tables.add_cost("demo", "index", {"runs": 1, "calls": 2, "seconds": 0.5})
+    assert tables.ensure("demo", 1, schema) is False and tables.read("SELECT COUNT(*) FROM demo_rows")[0][0] == 1
+    assert tables.costs("demo")["index"]["calls"] == 2
+    assert tables.ensure("demo", 2, schema + " ; CREATE TABLE IF NOT EXISTS demo_more (y TEXT)") is True
+    assert tables.read("SELECT COUNT(*) FROM demo_rows")[0][0] == 0 and tables.costs("demo") == {}
+    assert tables.methods() == {"demo": 2}
+    with pytest.raises(MemoryFormatError, match="upgrade engram"):
+        tables.ensure("demo", 1, schema)
+    tables.close()
