@@ -42,6 +42,9 @@ class PeerTables:
         self.path = path
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
+        # what a method derived from its tables and keeps for the next call, under a key that names the
+        # tables' state (e.g. LightRAG's vector matrices under its merge digest)
+        self.derived: dict[str, tuple[str, Any]] = {}
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:

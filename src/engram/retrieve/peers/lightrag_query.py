@@ -76,6 +76,20 @@ def _unit(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return np.asarray(vectors / np.where(norms == 0, 1.0, norms), dtype=np.float32)
 
 
+def cached_tables(tables: PeerTables, dim: int) -> tuple[Table, Table]:
+    """`load_tables`, kept on `tables` until the next merge changes them (another process's merge too: the
+    merge digest is read on every call)."""
+    rows = tables.read("SELECT value FROM lightrag_state WHERE key = 'merged'")
+    digest = str(rows[0][0]) if rows else ""
+    held = tables.derived.get("lightrag")
+    if held is not None and held[0] == digest:
+        found: tuple[Table, Table] = held[1]
+        return found
+    loaded = load_tables(tables, dim)
+    tables.derived["lightrag"] = (digest, loaded)
+    return loaded
+
+
 def load_tables(tables: PeerTables, dim: int) -> tuple[Table, Table]:
     ents = tables.read("SELECT name, type, sources, vector FROM lightrag_entities ORDER BY key")
     rels = tables.read(
@@ -142,7 +156,7 @@ def retrieve(
     low = [", ".join(lo) or q for q, (_, lo) in zip(queries, keywords)]
     high = [", ".join(hi) or q for q, (hi, _) in zip(queries, keywords)]
     vectors = _unit(np.asarray(ctx.embed([*low, *high], "query"), dtype=np.float32))
-    entities, relations = load_tables(tables, ctx.dim)
+    entities, relations = cached_tables(tables, ctx.dim)
     out = []
     for i, q in enumerate(queries):
         ent_hits = top_hits(entities, vectors[i], top_entities)
