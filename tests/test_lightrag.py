@@ -5,6 +5,7 @@ and its merge and ranking steps on hand-made inputs."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,61 @@ def test_peer_tables_are_versioned(tmp_path: Path) -> None:
     with pytest.raises(MemoryFormatError, match="upgrade engram"):
         tables.ensure("demo", 1, schema)
     tables.close()
+
+
+def merged_rows(memory: Memory) -> tuple[list[Any], list[Any]]:
+    tables = memory.context().tables
+    assert tables is not None
+    entities = tables.read("SELECT key, name, type, description, sources, text_hash, vector FROM lightrag_entities")
+    relations = tables.read("SELECT * FROM lightrag_relations")
+    return sorted(entities), sorted(relations)
+
+
+def full_merge(memory: Memory) -> tuple[list[Any], list[Any]]:
+    tables = memory.context().tables
+    assert tables is not None
+    with tables.transaction() as db:
+        db.execute("DELETE FROM lightrag_state")  # not merged from anything known: the next sync merges all
+    memory.add_method("lightrag")
+    return merged_rows(memory)
+
+
+def test_incremental_updates_equal_a_full_merge(
+    tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engram.ingest.prepare import passage_hash
+    from engram.retrieve.peers import lightrag_index
+
+    full: list[int] = []
+    merge_all = lightrag_index.remerge
+
+    def counted(*args: Any) -> None:
+        full.append(1)
+        merge_all(*args)
+
+    monkeypatch.setattr(lightrag_index, "remerge", counted)
+    # a chunk spelling Oslo "OSLO" whose content sorts before the other chunks naming Oslo renames the entity
+    first = min(passage_hash(d.title, d.text) for d in DOCS if d.id in ("bob", "oslo"))
+    texts = (f"OSLO hosts meeting number {i}." for i in range(500))
+    text = next(t for t in texts if passage_hash(None, t) < first)
+    extraction = {"id": "variant", "entities": ["OSLO", "Bob Stein"], "triples": [["Bob Stein", "visits", "OSLO"]]}
+    monkeypatch.setitem(BY_TEXT, text, extraction)
+    fake_llm.handler = handler()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        memory.add_method("lightrag")
+        steps: list[Callable[[], object]] = [
+            lambda: memory.index([Document("variant", text)], extractions=[extraction]),
+            lambda: memory.index([BERGEN], extractions=EXTRA),
+            lambda: memory.delete(["oslo"]),
+            lambda: memory.delete(["variant", "acme"]),
+        ]
+        names = []
+        for step in steps:
+            merges = len(full)
+            step()
+            incremental = merged_rows(memory)
+            assert len(full) == merges  # the write updated the touched rows only
+            names.append({row[0]: row[1] for row in incremental[0]}["oslo"])
+            assert incremental == full_merge(memory)
+        assert names == ["OSLO", "OSLO", "OSLO", "Oslo"]  # renamed by the variant, back when it is deleted

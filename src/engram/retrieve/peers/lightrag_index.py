@@ -8,21 +8,28 @@ again (the others keep their vectors)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from engram.errors import ExtractionError, LLMError
 from engram.llm import aio
 from engram.llm.base import ChatModel, concurrency_of
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.retrieve.peers.base import PeerHost, PeerSync, alive_passages
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, RawEntity, RawRelation, Relation, merge
+from engram.retrieve.peers.lightrag_merge import ChunkGraph, merge
 from engram.retrieve.peers.lightrag_prompts import extract_messages, glean_messages, read_graph
+from engram.retrieve.peers.lightrag_rows import (
+    chunk_graphs,
+    digest_of,
+    entity_row,
+    graph_json,
+    relation_row,
+    text_hash,
+    vectors_for,
+)
+from engram.retrieve.peers.lightrag_update import update_merged
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 
@@ -40,22 +47,6 @@ CREATE TABLE IF NOT EXISTS lightrag_relations (
 CREATE TABLE IF NOT EXISTS lightrag_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 EXTRACTION = JsonRequest(what="LightRAG extraction")
-
-
-def graph_json(graph: ChunkGraph) -> str:
-    entities = [[e.name, e.type, e.description] for e in graph.entities]
-    relations = [[r.source, r.target, list(r.keywords), r.description, r.strength] for r in graph.relations]
-    return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
-
-
-def graph_of(text: str) -> ChunkGraph:
-    obj = json.loads(text)
-    entities = tuple(RawEntity(str(n), str(t), str(d)) for n, t, d in obj["entities"])
-    relations = tuple(
-        RawRelation(str(s), str(t), tuple(str(k) for k in kws), str(d), float(w))
-        for s, t, kws, d, w in obj["relations"]
-    )
-    return ChunkGraph(entities, relations)
 
 
 async def extract_chunk(chat: ChatModel, p: PassageRow, gleanings: int) -> ChunkGraph:
@@ -91,7 +82,8 @@ async def _extract_all(host: PeerHost, chat: ChatModel, todo: Sequence[PassageRo
     return list(await asyncio.gather(*(one(p) for p in todo)))
 
 
-def extract_new(host: PeerHost, todo: Sequence[PassageRow], gleanings: int, report: PeerSync) -> None:
+def extract_new(host: PeerHost, todo: Sequence[PassageRow], gleanings: int, report: PeerSync) -> list[str]:
+    """Extract `todo` and store each chunk's result; the content hashes of the chunks now done."""
     if host.chat is None:
         raise LLMError("lightrag indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
     results = aio.run(_extract_all(host, host.chat, todo, gleanings))
@@ -112,82 +104,62 @@ def extract_new(host: PeerHost, todo: Sequence[PassageRow], gleanings: int, repo
             )
     report.extracted += sum(isinstance(r, ChunkGraph) for r in results)
     report.failed += sum(not isinstance(r, ChunkGraph) for r in results)
+    return [p.content_hash for p, r in zip(todo, results) if isinstance(r, ChunkGraph)]
 
 
 def sync(host: PeerHost, gleanings: int) -> PeerSync:
+    """Extract the alive chunks not done yet, drop the chunks no alive passage holds, then update the merged
+    tables for what changed (`lightrag_update`), or merge everything again when the tables were not merged
+    from the chunks held before this call (first use, a new version, an interrupted sync)."""
     report = PeerSync("lightrag")
     tables = host.tables
     alive = alive_passages(host.view)
     status = {str(h): str(s) for h, s in tables.read("SELECT content_hash, status FROM lightrag_chunks")}
+    before = sorted(h for h, s in status.items() if s == "done")
     todo = [p for h, p in alive.items() if status.get(h) != "done"]
     gone = [h for h in status if h not in alive]
+    removed = chunk_graphs(tables, [h for h in gone if status[h] == "done"])
+    added: list[str] = []
     if todo and host.chat is not None:  # without an LLM new chunks wait for the next sync that has one
-        extract_new(host, todo, gleanings, report)
+        added = extract_new(host, todo, gleanings, report)
     if gone:
         with tables.transaction() as db:
             db.executemany("DELETE FROM lightrag_chunks WHERE content_hash = ?", [(h,) for h in gone])
         report.removed = len(gone)
-    done = sorted(str(r[0]) for r in tables.read("SELECT content_hash FROM lightrag_chunks WHERE status = 'done'"))
-    digest = hashlib.sha256("\n".join(done).encode()).hexdigest()
-    merged = tables.read("SELECT value FROM lightrag_state WHERE key = 'merged'")
-    if not merged or merged[0][0] != digest:
+    done = sorted((set(before) - set(gone)) | set(added))
+    digest = digest_of(done)
+    rows = tables.read("SELECT value FROM lightrag_state WHERE key = 'merged'")
+    merged = str(rows[0][0]) if rows else None
+    if merged == digest_of(before) and merged != digest:
+        update_merged(host, chunk_graphs(tables, added), removed, digest, report)
+    elif merged != digest:
         remerge(host, done, digest, report)
     report.stats = {**stats(tables), "pending": 0 if host.chat is not None else len(todo)}
     return report
 
 
-def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def remerge(host: PeerHost, done: list[str], digest: str, report: PeerSync) -> None:
     tables = host.tables
-    graphs = {
-        str(h): graph_of(str(g))
-        for h, g in tables.read("SELECT content_hash, graph FROM lightrag_chunks WHERE status = 'done'")
-    }
-    entities, relations = merge({h: graphs[h] for h in done if h in graphs})
+    entities, relations = merge(chunk_graphs(tables, done))
     names = {e.key: e.name for e in entities}
     entity_texts = [e.text() for e in entities]
     relation_texts = [r.text(names) for r in relations]
     known = {str(h): bytes(v) for h, v in tables.read("SELECT text_hash, vector FROM lightrag_entities")}
     known.update({str(h): bytes(v) for h, v in tables.read("SELECT text_hash, vector FROM lightrag_relations")})
-    vectors = _vectors(host, [*entity_texts, *relation_texts], known)
-    report.embedded = len({_text_hash(t) for t in [*entity_texts, *relation_texts]} - set(known))
+    vectors = vectors_for(host, [*entity_texts, *relation_texts], known)
+    report.embedded = len({text_hash(t) for t in [*entity_texts, *relation_texts]} - set(known))
     with tables.transaction() as db:
         db.execute("DELETE FROM lightrag_entities")
         db.execute("DELETE FROM lightrag_relations")
         db.executemany(
             "INSERT INTO lightrag_entities VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [_entity_row(e, t, vectors) for e, t in zip(entities, entity_texts)],
+            [entity_row(e, t, vectors) for e, t in zip(entities, entity_texts)],
         )
         db.executemany(
             "INSERT INTO lightrag_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [_relation_row(r, t, vectors) for r, t in zip(relations, relation_texts)],
+            [relation_row(r, t, vectors) for r, t in zip(relations, relation_texts)],
         )
         db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
-
-
-def _vectors(host: PeerHost, texts: list[str], known: dict[str, bytes]) -> dict[str, bytes]:
-    """Float32 bytes per text hash: known ones reused, the others embedded (passage role) in one batch."""
-    out = {h: v for h, v in known.items()}
-    fresh = sorted({_text_hash(t): t for t in texts if _text_hash(t) not in out}.items())
-    if fresh:
-        embedded = np.asarray(host.embed([t for _, t in fresh], "passage"), dtype=np.float32)
-        for (h, _), row in zip(fresh, embedded):
-            out[h] = row.tobytes()
-    return out
-
-
-def _entity_row(e: Entity, text: str, vectors: dict[str, bytes]) -> tuple[Any, ...]:
-    h = _text_hash(text)
-    return (e.key, e.name, e.type, e.description, json.dumps(list(e.sources)), h, vectors[h])
-
-
-def _relation_row(r: Relation, text: str, vectors: dict[str, bytes]) -> tuple[Any, ...]:
-    h = _text_hash(text)
-    keywords = json.dumps(list(r.keywords), ensure_ascii=False)
-    return (r.source, r.target, keywords, r.description, r.strength, json.dumps(list(r.sources)), h, vectors[h])
 
 
 def stats(tables: PeerTables) -> dict[str, int]:
