@@ -59,6 +59,15 @@ def vector_bytes(data: bytes) -> bytes:
     return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32).tobytes()
 
 
+def vectors_bytes(rows: Sequence[bytes]) -> list[bytes]:
+    """`vector_bytes` of many rows at once: when all have one dimension, their 4-byte headers are one float4
+    column of the joined buffer, dropped in one step."""
+    if not rows or len({len(r) for r in rows}) != 1:
+        return [vector_bytes(r) for r in rows]
+    matrix = np.frombuffer(b"".join(rows), dtype=">f4").reshape(len(rows), -1)[:, 1:].astype(np.float32)
+    return [row.tobytes() for row in matrix]
+
+
 def _bind_vectors(conn: Any) -> None:
     oid = int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
     dumper = type("VectorDumper", (_VectorDumper,), {"oid": oid})
@@ -122,7 +131,7 @@ class PostgresStore:
     def transaction(self) -> Iterator[Any]:
         with self._lock:
             conn = self._connection()
-            with conn.transaction():
+            with conn.transaction(), conn.pipeline():  # statements are sent without waiting for each reply
                 yield conn
 
     def _read(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
@@ -280,7 +289,7 @@ class PostgresStore:
             (model, role, list(hashes)),
             binary=True,
         )
-        return {str(h): vector_bytes(v) for h, v in rows}
+        return dict(zip([str(r[0]) for r in rows], vectors_bytes([bytes(r[1]) for r in rows])))
 
     # synonym lists ------------------------------------------------------------------------------------
     def synonym_lists(self) -> dict[str, list[tuple[str, float]]]:
@@ -292,10 +301,8 @@ class PostgresStore:
     def write_synonyms(self, db: Any, lists: dict[str, list[tuple[str, float]]]) -> None:
         db.execute("DELETE FROM synonyms WHERE phrase = ANY(%s)", (sorted(lists),))
         rows = sorted((p, n, s) for p, items in lists.items() for n, s in items)
-        if rows:
-            with db.cursor() as cur, cur.copy("COPY synonyms (phrase, neighbour, sim) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+        if rows:  # (COPY would be faster, but cannot run inside the transaction's pipeline)
+            self._many(db, "INSERT INTO synonyms (phrase, neighbour, sim) VALUES (%s, %s, %s)", rows)
 
     # LLM response cache and usage -----------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:
