@@ -36,7 +36,7 @@ from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.base import Store
 from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
 from engram.store.peer_tables import PeerTables
-from engram.store.pg_schema import is_database_url
+from engram.store.pg_schema import is_database_url, redact
 from engram.store.records import RecordStore, check_records_file
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
@@ -70,7 +70,7 @@ class Memory:
         extractor: str | None = None,
     ) -> None:
         self.url = str(path) if is_database_url(path) else None  # a PostgreSQL memory: no directory
-        self.path = Path(path)
+        self.path = Path(path if self.url is None else redact(self.url))  # never a password in a path
         directory = None if self.url else self.path
         self.embedder = resolve_embedder(embedder, directory)
         self.config = config or (load_file_config(self.path) if directory else MemoryConfig())
