@@ -63,9 +63,9 @@ def main() -> int:
 
 
 def measure_retrieval(memory: Memory, questions: list[str], repeat: int) -> None:
-    index = memory._current()
-    vectors = memory._embed_queries(questions)
-    config = memory.config.retrieve
+    ctx = memory.context()
+    index, config = ctx.view, ctx.config
+    vectors = ctx.embed_queries(questions)
     for name, method in (("hipporag2", hipporag2_default), ("hipporag2-paper", hipporag2)):
         method(index, vectors[:1], questions[:1], config, 10)  # per-view caches (query-link lookup) built once
         per_query = []

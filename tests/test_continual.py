@@ -216,7 +216,7 @@ def test_a_view_stays_valid_while_later_commits_grow_the_state(tmp_path: Path) -
             extractions=[{"id": "a", "triples": [["Anna Berg", "founded", "old mill"]]}],
         )
         old = memory._current()
-        query = memory._embed_queries(["Who founded the old mill?"])
+        query = memory.context().embed_queries(["Who founded the old mill?"])
         before = hipporag2(old, query, ["q"], memory.config.retrieve, 3)[0]
         memory.index(
             [Document("b", "The old mill town is near north river.")],

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.errors import InputError
+from engram.retrieve.peers import PEERS
 from engram.retrieve.phrase_graph import (
     context_matrix,
     link_nearest,
@@ -120,7 +121,9 @@ def test_every_method_runs_and_ablations_differ(tmp_path: Path) -> None:
     entities = {Q_ACME: ["Acme Tools"], Q_ZENITH: ["Zenith Foods"]}
     with build(tmp_path / "m") as memory:
         results = {
-            m: memory.retrieve([Q_ACME, Q_ZENITH], top_k=5, method=m, query_entities=entities) for m in METHODS
+            m: memory.retrieve([Q_ACME, Q_ZENITH], top_k=5, method=m, query_entities=entities)
+            for m in METHODS
+            if m not in PEERS and not m.startswith("rse-")  # peers need their own index; rse returns segments
         }
     for method, (acme, zenith) in results.items():
         assert acme.method == method and len(acme.passages) == 5, method

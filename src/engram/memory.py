@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from engram.config import MemoryConfig, RetrieveConfig
-from engram.embed.base import Embedder, Vectors
+from engram.embed.base import Embedder
 from engram.errors import InputError, LLMError, MemoryFormatError
 from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.offline import OfflineSession, resolve_extractor
@@ -30,7 +30,7 @@ from engram.retrieve.peers import estimate as estimate_peer
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
 from engram.retrieve.peers.manager import PeerSet
 from engram.retrieve.rse import RSEParams
-from engram.retrieve.run import answer_all, retrieve
+from engram.retrieve.run import answer_all, retrieve, segments, warm_view
 from engram.retrieve.segments import Segments
 from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.base import Store
@@ -78,7 +78,14 @@ class Memory:
         self._owned_llm = self.llm if llm is None else None  # made here, so closed here
         self._store = self._open_store(create)
         self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
-        self._live = LiveIndex(directory, self._store, self.embedder, self._model_key, self.config.graph)
+        self._live = LiveIndex(
+            directory,
+            self._store,
+            self.embedder,
+            self._model_key,
+            self.config.graph,
+            warm=warm_view if self.config.retrieve.query_links else None,
+        )
         self._session: LLMSession | None = None
         self.extractor = resolve_extractor(extractor)
         self._offline: OfflineSession | None = None
@@ -134,9 +141,6 @@ class Memory:
         self.close()
 
     # the live index (engram/index/live.py) -------------------------------------------------------------
-    def _embed_queries(self, queries: Sequence[str]) -> Vectors:
-        return self.embedder.embed(list(queries), role="query")
-
     def context(self, config: RetrieveConfig | None = None) -> RetrievalContext:
         """What retrieval functions (`engram.retrieve`) need, over the latest committed generation: the index
         view, the embedder, the retrieval settings (`config` overrides the memory's) and the LLM, if any."""
@@ -373,11 +377,9 @@ class Memory:
     ) -> list[Segments]:
         """Runs of adjacent passages instead of single passages (relevant segment extraction over the ranking of
         `base`), at most `budget_tokens` tokens per query; one `Segments` per query (engram.retrieve.segments)."""
-        from engram.retrieve.segments import segments_for
-
         self._llm_session()  # account for the calls below
         try:
-            return segments_for(self.context(), _as_queries(queries), base, budget_tokens, params or RSEParams())
+            return segments(self.context(), _as_queries(queries), base, budget_tokens, params)
         finally:
             self._flush_llm()
 

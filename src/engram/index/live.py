@@ -19,6 +19,7 @@ from engram.store.base import Store, Tx
 from engram.store.snapshot import load_snapshot
 from engram.types import Progress
 
+READERS_ABOUT = 30.0  # seconds since the last read during which commits derive the next view themselves
 CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
 
 
@@ -46,12 +47,20 @@ class LiveIndex:
     while a writer embeds, links and commits; views are frozen, so an old one stays valid."""
 
     def __init__(
-        self, root: Path | None, store: Store, embedder: Embedder, model_key: str, config: GraphConfig
+        self,
+        root: Path | None,
+        store: Store,
+        embedder: Embedder,
+        model_key: str,
+        config: GraphConfig,
+        warm: Callable[[GraphIndex], object] | None = None,
     ) -> None:
         self.root, self.store, self.embedder, self.model_key, self.config = root, store, embedder, model_key, config
+        self.warm = warm  # builds the readers' per-view caches when a writer derives the next view
         self.lock = threading.RLock()
         self._view_lock = threading.Lock()
-        self._read_since_commit = False  # a reader is about: derive the next view on the writer's thread
+        self._last_read = -READERS_ABOUT  # when a reader last asked for the view (monotonic seconds)
+        self._committing: int | None = None  # the generation a local commit is writing (its view not yet in)
         self.state: IndexState | None = None
         self.index: GraphIndex | None = None
         self.generation = -1
@@ -90,15 +99,23 @@ class LiveIndex:
         so a run of commits with no query in between (a folder sync, bulk inserts) pays for it once."""
         generation = self.store.generation
         with self._view_lock:
-            self._read_since_commit = True
-            if self.index is not None and generation == self.generation:
+            self._last_read = time.monotonic()
+            # a local commit that is landing: its writer has not returned, so the previous view still holds
+            if self.index is not None and generation in (self.generation, self._committing):
                 return self.index
         with self.lock:
             state = self.load()
-            with self._view_lock:
-                if self.index is None:
-                    self.index = view(state).warm()
-                return self.index
+            if self.index is None:
+                derived = self._derive(state)
+                with self._view_lock:
+                    self.index = derived
+            return self.index
+
+    def _derive(self, state: IndexState) -> GraphIndex:
+        derived = view(state).warm()
+        if self.warm is not None:
+            self.warm(derived)
+        return derived
 
     def stats(self) -> dict[str, int]:
         """`GraphIndex.stats()` of the current generation, counted on the state (no view needed)."""
@@ -140,10 +157,12 @@ class LiveIndex:
                 clock.lap("embed")
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
-                with self._view_lock:
-                    eager = self._read_since_commit
-                following = view(state).warm() if eager else None  # before the commit: readers keep the old one
+                with self._view_lock:  # readers are about: derive the next view here, not in their way
+                    eager = time.monotonic() - self._last_read < READERS_ABOUT
+                following = self._derive(state) if eager else None  # before the commit: readers keep the old one
                 clock.lap("view")
+                with self._view_lock:
+                    self._committing = base + 1
                 with self.store.transaction() as db:
                     if self.store.locked_generation(db) != base:
                         raise ConflictError(CONFLICT)
@@ -155,10 +174,11 @@ class LiveIndex:
             except BaseException:
                 with self._view_lock:
                     self.state = self.index = None
+                    self._committing = None
                 raise
             with self._view_lock:
                 self.index, self.generation, self._bm25 = following, base + 1, None
-                self._read_since_commit = False
+                self._committing = None
             self.dirty = self.root is not None
 
     def flush(self) -> None:

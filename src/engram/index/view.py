@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 __all__ = ["GraphIndex", "fact_text", "passage_text", "view"]
+T = TypeVar("T")
 
 
 @dataclass
@@ -54,6 +56,8 @@ class GraphIndex:
     _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
     _operator: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
+    _memo: dict[str, object] = field(default_factory=dict)
+    _memo_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def operator(self) -> sp.csr_matrix:
@@ -98,6 +102,14 @@ class GraphIndex:
                 rows = self._canonical_rows(name, alive)
                 self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
             return self._compact[name]
+
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """A value derived from this view (a retrieval method's lookup table), built once by whichever reader
+        asks first (the others wait for it) and kept as long as the view lives."""
+        with self._memo_lock:
+            if key not in self._memo:
+                self._memo[key] = build()
+            return cast(T, self._memo[key])
 
     def warm(self) -> GraphIndex:
         """Build the score caches now (on a writer's thread, so that readers of this view never wait for them)."""

@@ -15,9 +15,7 @@ one. A `PhraseLookup` is built once per index view (cached while the view lives)
 from __future__ import annotations
 
 import math
-import threading
 import unicodedata
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -92,22 +90,10 @@ def build_lookup(index: GraphIndex) -> PhraseLookup:
     )
 
 
-_CACHE: dict[int, tuple[weakref.ref[GraphIndex], PhraseLookup]] = {}
-_LOCK = threading.Lock()
-
-
 def lookup_for(index: GraphIndex) -> PhraseLookup:
-    """The view's lookup, built on first use and kept while the view lives."""
-    with _LOCK:
-        hit = _CACHE.get(id(index))
-        if hit is not None and hit[0]() is index:
-            return hit[1]
-    lookup = build_lookup(index)
-    with _LOCK:
-        for key in [k for k, (ref, _) in _CACHE.items() if ref() is None]:
-            del _CACHE[key]
-        _CACHE[id(index)] = (weakref.ref(index), lookup)
-    return lookup
+    """The view's lookup, built once (by the first reader, or by the writer that derived the view) and kept
+    while the view lives."""
+    return index.memo("phrase_lookup", lambda: build_lookup(index))
 
 
 def link_seeds(index: GraphIndex, queries: Sequence[str]) -> list[tuple[IntArray, FloatArray]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engram.errors import InputError
+from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.default import hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
@@ -13,7 +14,9 @@ from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.recognition import RecognitionFilter
 from engram.retrieve.results import from_ranking, ranked_passages
+from engram.retrieve.rse import RSEParams
 from engram.retrieve.scoring import top_k as top_rows
+from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, Segments, as_retrievals, check_request, segments_for
 from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
@@ -43,9 +46,8 @@ def retrieve(
 
         return peers.retrieve(ctx, method, queries, k)
     if method in RSE_METHODS:
-        from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, as_retrievals, segments_for
 
-        found = segments_for(ctx, queries, method.removeprefix("rse-"), DEFAULT_BUDGET_TOKENS)
+        found = segments(ctx, queries, method.removeprefix("rse-"), DEFAULT_BUDGET_TOKENS)
         return as_retrievals(found, k, method)
     if method in VARIANTS:
         from engram.retrieve.variants import run_variant
@@ -90,3 +92,20 @@ def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -
         facts: list[Fact] = list(retrieval.facts)
         out.append(Answer(retrieval.query, text, retrieval.passages, facts, raw))
     return out
+
+
+def warm_view(view: GraphIndex) -> None:
+    """Build what the default method derives per view (the query-to-phrase lookup), so that a writer that
+    derives the next view pays for it instead of the first readers."""
+    from engram.retrieve.links import lookup_for
+
+    lookup_for(view)
+
+
+def segments(
+    ctx: RetrievalContext, queries: list[str], base: str, budget_tokens: int, params: RSEParams | None = None
+) -> list[Segments]:
+    """Relevant segment extraction over the ranking of `base` (engram.retrieve.segments)."""
+    check_request(base, budget_tokens)
+    params = params or RSEParams()
+    return segments_for(ctx, retrieve(ctx, queries, params.candidates, base), base, budget_tokens, params)

@@ -45,30 +45,30 @@ class Segments:
     base: str
 
 
+def check_request(base: str, budget_tokens: int) -> None:
+    if base not in BASES:
+        raise InputError(f"segments need a base ranking among {', '.join(BASES)}, not {base!r}")
+    if budget_tokens < 1:
+        raise InputError("budget_tokens must be at least 1")
+
+
 def segments_for(
     ctx: RetrievalContext,
-    queries: list[str],
+    rankings: list[Retrieval],
     base: str,
     budget_tokens: int,
     params: RSEParams | None = None,
     count: Callable[[str], int] | None = None,
 ) -> list[Segments]:
-    """The best segments per query over the ranking of `base`, at most `budget_tokens` tokens in all."""
-    from engram.retrieve.run import retrieve
+    """The best segments per query over its ranking by `base` (`params.candidates` passages deep), at most
+    `budget_tokens` tokens in all."""
     from engram.tokens import default_counter
 
-    if base not in BASES:
-        raise InputError(f"segments need a base ranking among {', '.join(BASES)}, not {base!r}")
-    if budget_tokens < 1:
-        raise InputError("budget_tokens must be at least 1")
+    check_request(base, budget_tokens)
     counter = count or default_counter()
     params = params or RSEParams()
     layout = _DocumentOrder(ctx.view)
-    out = []
-    for ranking in retrieve(ctx, queries, params.candidates, base):
-        found = _segments(ranking, layout, budget_tokens, params, counter)
-        out.append(Segments(ranking.query, found, base))
-    return out
+    return [Segments(r.query, _segments(r, layout, budget_tokens, params, counter), base) for r in rankings]
 
 
 def _segments(
