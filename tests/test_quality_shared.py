@@ -19,11 +19,13 @@ from engram.eval.runner import score_method
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 pytestmark = pytest.mark.skipif(not (DATA / "corpus.jsonl").exists(), reason="shared MuSiQue data not present")
 SLACK = 0.01
-# measured (docs/reproduction.md): hipporag2 recall@1, @2, @5 on all 50 / first 25 / last 25 questions
+# measured (bench/bench_quality.py, docs/reproduction.md): hipporag2 recall@1, @2, @5 on all 50 / first 25 /
+# last 25 questions, with chunks fitted to MiniLM's 256 word pieces (40 long paragraphs become two passages;
+# that cost one held-out question its recall@2 hit: 0.460 -> 0.447)
 PINNED = {
-    "all": {1: 0.338, 2: 0.525, 5: 0.727},
+    "all": {1: 0.338, 2: 0.518, 5: 0.727},
     "first": {1: 0.380, 2: 0.590, 5: 0.810},
-    "last": {1: 0.297, 2: 0.460, 5: 0.643},
+    "last": {1: 0.297, 2: 0.447, 5: 0.643},
 }
 
 
