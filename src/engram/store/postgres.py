@@ -14,7 +14,7 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from engram.errors import MemoryFormatError, MissingDependencyError
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
-from engram.store.rows import ExtractionRow, PassageRow
+from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 
 try:
     from psycopg.adapt import Dumper
@@ -72,25 +72,6 @@ def _bind_vectors(conn: Any) -> None:
     oid = int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
     dumper = type("VectorDumper", (_VectorDumper,), {"oid": oid})
     conn.adapters.register_dumper(np.ndarray, dumper)
-
-
-class _Lookup(Mapping[str, str]):
-    """One key -> value column queried per key (like `records.KeyLookup`)."""
-
-    def __init__(self, store: PostgresStore, table: str, key: str, value: str) -> None:
-        self._store, self._table, self._key, self._value = store, table, key, value
-
-    def __getitem__(self, key: str) -> str:
-        rows = self._store._read(f"SELECT {self._value} FROM {self._table} WHERE {self._key} = %s", (key,))
-        if not rows:
-            raise KeyError(key)
-        return str(rows[0][0])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([str(r[0]) for r in self._store._read(f"SELECT {self._key} FROM {self._table}")])
-
-    def __len__(self) -> int:
-        return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
 
 
 class PostgresStore:
@@ -175,14 +156,14 @@ class PostgresStore:
     def document_metadata(self) -> dict[str, dict[str, Any]]:
         return {str(i): self._json(m) for i, m in self._read("SELECT id, metadata FROM documents")}
 
-    def document_lookup(self) -> _Lookup:
-        return _Lookup(self, "documents", "id", "content_hash")
+    def document_lookup(self) -> ColumnLookup:
+        return ColumnLookup(self._read, "%s", "documents", "id", "content_hash")
 
-    def document_metadata_lookup(self) -> _Lookup:
-        return _Lookup(self, "documents", "id", "metadata")
+    def document_metadata_lookup(self) -> ColumnLookup:
+        return ColumnLookup(self._read, "%s", "documents", "id", "metadata")
 
-    def passage_lookup(self) -> _Lookup:
-        return _Lookup(self, "passages", "id", "content_hash")
+    def passage_lookup(self) -> ColumnLookup:
+        return ColumnLookup(self._read, "%s", "passages", "id", "content_hash")
 
     def passage_ids(self) -> set[str]:
         return {str(r[0]) for r in self._read("SELECT id FROM passages")}

@@ -10,7 +10,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,10 @@ import numpy.typing as npt
 
 from engram.errors import MemoryFormatError
 from engram.store.migrate import migrate
-from engram.store.rows import ExtractionRow, PassageRow
+from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
 
-__all__ = ["ExtractionRow", "KeyLookup", "PassageRow", "RecordStore", "check_records_file"]
+__all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore", "check_records_file"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,26 +52,6 @@ CREATE TABLE IF NOT EXISTS llm_usage (
     completion_tokens INTEGER NOT NULL DEFAULT 0, cache_hits INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL);
 """
-
-
-class KeyLookup(Mapping[str, str]):
-    """A read-only view of one key -> value column that queries per key: membership tests and lookups of a few
-    keys cost a few indexed SELECTs instead of reading the whole table (inserts into a large memory)."""
-
-    def __init__(self, store: RecordStore, table: str, key: str, value: str) -> None:
-        self._store, self._table, self._key, self._value = store, table, key, value
-
-    def __getitem__(self, key: str) -> str:
-        rows = self._store._read(f"SELECT {self._value} FROM {self._table} WHERE {self._key} = ?", (key,))
-        if not rows:
-            raise KeyError(key)
-        return str(rows[0][0])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([str(r[0]) for r in self._store._read(f"SELECT {self._key} FROM {self._table}")])
-
-    def __len__(self) -> int:
-        return int(self._store._read(f"SELECT COUNT(*) FROM {self._table}")[0][0])
 
 
 class RecordStore:
@@ -158,17 +138,17 @@ class RecordStore:
     def document_metadata(self) -> dict[str, dict[str, Any]]:
         return {i: loads_column(m, self.path) for i, m in self._read("SELECT id, metadata FROM documents")}
 
-    def document_lookup(self) -> KeyLookup:
+    def document_lookup(self) -> ColumnLookup:
         """doc id -> content hash, queried per key."""
-        return KeyLookup(self, "documents", "id", "content_hash")
+        return ColumnLookup(self._read, "?", "documents", "id", "content_hash")
 
-    def document_metadata_lookup(self) -> KeyLookup:
+    def document_metadata_lookup(self) -> ColumnLookup:
         """doc id -> its metadata (JSON text), queried per key."""
-        return KeyLookup(self, "documents", "id", "metadata")
+        return ColumnLookup(self._read, "?", "documents", "id", "metadata")
 
-    def passage_lookup(self) -> KeyLookup:
+    def passage_lookup(self) -> ColumnLookup:
         """passage id -> content hash, queried per key (membership tells whether an id is taken)."""
-        return KeyLookup(self, "passages", "id", "content_hash")
+        return ColumnLookup(self._read, "?", "passages", "id", "content_hash")
 
     def passage_ids(self) -> set[str]:
         return {str(r[0]) for r in self._read("SELECT id FROM passages")}

@@ -1,7 +1,9 @@
-"""The rows every store backend returns: a passage with its document's metadata, an extraction."""
+"""The rows every store backend returns (a passage with its document's metadata, an extraction) and the
+per-key column lookup both backends hand out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,3 +28,25 @@ class ExtractionRow:
     triples: list[list[Any]]
     error: str | None
     source: str = ""
+
+
+class ColumnLookup(Mapping[str, str]):
+    """A read-only view of one key -> value column that queries per key: membership tests and lookups of a few
+    keys cost a few indexed SELECTs instead of reading the whole table (inserts into a large memory). `read`
+    runs a query with parameters; `mark` is the backend's parameter placeholder ("?" or "%s")."""
+
+    def __init__(self, read: Callable[[str, tuple[Any, ...]], list[Any]], mark: str, table: str, key: str,
+                 value: str) -> None:  # fmt: skip
+        self._read, self._mark, self._table, self._key, self._value = read, mark, table, key, value
+
+    def __getitem__(self, key: str) -> str:
+        rows = self._read(f"SELECT {self._value} FROM {self._table} WHERE {self._key} = {self._mark}", (key,))
+        if not rows:
+            raise KeyError(key)
+        return str(rows[0][0])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([str(r[0]) for r in self._read(f"SELECT {self._key} FROM {self._table}", ())])
+
+    def __len__(self) -> int:
+        return int(self._read(f"SELECT COUNT(*) FROM {self._table}", ())[0][0])
