@@ -282,9 +282,12 @@ def main() -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results = []
-    with tempfile.TemporaryDirectory(prefix="engram-bench-scale-", dir=args.keep) as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="engram-bench-scale-") as tmp:
+        root = Path(tempfile.mkdtemp(prefix="engram-bench-scale-", dir=args.keep)) if args.keep else Path(tmp)
         for size in sizes:
-            results.append(measure(size, Path(tmp), args))
+            results.append(measure(size, root, args))
             print_table(results)  # so far, in case a later size does not finish
             print(flush=True)
     return 0
