@@ -43,7 +43,7 @@ def ann_rows(config: GraphConfig) -> int | None:
 
 
 class Rows:
-    """A growable float32 matrix (capacity doubles)."""
+    """A growable float32 matrix (capacity grows by half: the slack of a large memory's vectors is RAM)."""
 
     def __init__(self, dim: int) -> None:
         self.data = np.zeros((16, dim), dtype=np.float32)
@@ -52,7 +52,7 @@ class Rows:
     def append(self, vectors: Vectors) -> None:
         need = self.size + len(vectors)
         if need > len(self.data):
-            grown = np.zeros((max(need, 2 * len(self.data)), self.data.shape[1]), dtype=np.float32)
+            grown = np.zeros((max(need, len(self.data) + len(self.data) // 2), self.data.shape[1]), dtype=np.float32)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[self.size : need] = vectors
