@@ -19,7 +19,7 @@ from engram.store.base import Store, Tx
 from engram.store.snapshot import load_snapshot
 from engram.types import Progress
 
-READERS_ABOUT = 30.0  # seconds since the last read during which commits derive the next view themselves
+READERS_ABOUT = 30.0  # seconds after another thread's read during which commits derive the next view themselves
 CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
 
 
@@ -59,7 +59,7 @@ class LiveIndex:
         self.warm = warm  # builds the readers' per-view caches when a writer derives the next view
         self.lock = threading.RLock()
         self._view_lock = threading.Lock()
-        self._last_read = -READERS_ABOUT  # when a reader last asked for the view (monotonic seconds)
+        self._last_reads: dict[int, float] = {}  # thread -> when it last asked for the view (monotonic seconds)
         self._committing: int | None = None  # the generation a local commit is writing (its view not yet in)
         self.state: IndexState | None = None
         self.index: GraphIndex | None = None
@@ -99,7 +99,7 @@ class LiveIndex:
         so a run of commits with no query in between (a folder sync, bulk inserts) pays for it once."""
         generation = self.store.generation
         with self._view_lock:
-            self._last_read = time.monotonic()
+            self._last_reads[threading.get_ident()] = time.monotonic()
             # a local commit that is landing: its writer has not returned, so the previous view still holds
             if self.index is not None and generation in (self.generation, self._committing):
                 return self.index
@@ -110,6 +110,16 @@ class LiveIndex:
                 with self._view_lock:
                     self.index = derived
             return self.index
+
+    def _others_reading(self) -> bool:
+        """Whether a thread other than this (writing) one read the view lately. A program that writes and reads
+        on one thread gains nothing from deriving the view at commit time, so it stays lazy there."""
+        now, me = time.monotonic(), threading.get_ident()
+        with self._view_lock:
+            for thread, seen in list(self._last_reads.items()):
+                if now - seen >= READERS_ABOUT:
+                    del self._last_reads[thread]
+            return any(thread != me for thread in self._last_reads)
 
     def _derive(self, state: IndexState) -> GraphIndex:
         derived = view(state).warm()
@@ -157,8 +167,7 @@ class LiveIndex:
                 clock.lap("embed")
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
-                with self._view_lock:  # readers are about: derive the next view here, not in their way
-                    eager = time.monotonic() - self._last_read < READERS_ABOUT
+                eager = self._others_reading()  # then derive the next view here, not in their way
                 following = self._derive(state) if eager else None  # before the commit: readers keep the old one
                 clock.lap("view")
                 with self._view_lock:
