@@ -20,18 +20,11 @@ import numpy as np
 
 from engram.graph.ann import AnnIndex
 from engram.index.state import IndexState
+from engram.store.snapshot import file_sha256
 
 INDEX_FILE = "phrase.faiss"
 FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
 log = logging.getLogger(__name__)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _digest(key: str) -> bytes:
@@ -57,7 +50,7 @@ def save_ann(root: Path, state: IndexState) -> None:
         else:
             with tmp.open("wb") as handle:
                 np.save(handle, array, allow_pickle=False)
-        sums[name] = _sha256(tmp)
+        sums[name] = file_sha256(tmp)
         os.replace(tmp, folder / name)
     tmp = folder / ".manifest.json.tmp"
     tmp.write_text(json.dumps({"files": sums, "dim": index.dim}), encoding="utf-8")
@@ -73,7 +66,7 @@ def load_ann(root: Path, state: IndexState) -> bool:
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         for name in FILES:
-            if _sha256(folder / name) != manifest["files"][name]:
+            if file_sha256(folder / name) != manifest["files"][name]:
                 raise ValueError(f"{name} does not match its checksum")
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)

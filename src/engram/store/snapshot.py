@@ -65,7 +65,8 @@ def _write_file(path: Path, write: Any) -> str:
     return handle.digest.hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while block := handle.read(1 << 20):
@@ -123,7 +124,7 @@ def _read_verified(folder: Path) -> VectorTable:
         raise SnapshotDamaged("its checksum manifest does not list every file")
     for name in sorted(names):
         try:
-            digest = _file_sha256(folder / name)
+            digest = file_sha256(folder / name)
         except OSError as exc:
             raise SnapshotDamaged(f"{name} cannot be read ({exc})") from exc
         if digest != sums[name]:

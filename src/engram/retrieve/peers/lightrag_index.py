@@ -23,9 +23,8 @@ from engram.retrieve.peers.lightrag_prompts import extract_messages, glean_messa
 from engram.retrieve.peers.lightrag_rows import (
     chunk_graphs,
     digest_of,
-    entity_row,
     graph_json,
-    relation_row,
+    insert_merged,
     text_hash,
     vectors_for,
 )
@@ -151,15 +150,7 @@ def remerge(host: PeerHost, done: list[str], digest: str, report: PeerSync) -> N
     with tables.transaction() as db:
         db.execute("DELETE FROM lightrag_entities")
         db.execute("DELETE FROM lightrag_relations")
-        db.executemany(
-            "INSERT INTO lightrag_entities VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [entity_row(e, t, vectors) for e, t in zip(entities, entity_texts)],
-        )
-        db.executemany(
-            "INSERT INTO lightrag_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [relation_row(r, t, vectors) for r, t in zip(relations, relation_texts)],
-        )
-        db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
+        insert_merged(db, list(zip(entities, entity_texts)), list(zip(relations, relation_texts)), vectors, digest)
 
 
 def stats(tables: PeerTables) -> dict[str, int]:

@@ -56,6 +56,24 @@ def relation_row(r: Relation, text: str, vectors: dict[str, bytes]) -> tuple[Any
     return (r.source, r.target, keywords, r.description, r.strength, json.dumps(list(r.sources)), h, vectors[h])
 
 
+def insert_merged(
+    db: Any,
+    entities: list[tuple[Entity, str]],
+    relations: list[tuple[Relation, str]],
+    vectors: dict[str, bytes],
+    digest: str,
+) -> None:
+    """Write merged entities and relations (each with its embedded text) and the digest of the merge."""
+    db.executemany(
+        "INSERT INTO lightrag_entities VALUES (?, ?, ?, ?, ?, ?, ?)", [entity_row(e, t, vectors) for e, t in entities]
+    )
+    db.executemany(
+        "INSERT INTO lightrag_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [relation_row(r, t, vectors) for r, t in relations],
+    )
+    db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
+
+
 def chunk_graphs(tables: PeerTables, hashes: list[str]) -> dict[str, ChunkGraph]:
     """The stored extractions of the `done` chunks among `hashes`."""
     out: dict[str, ChunkGraph] = {}

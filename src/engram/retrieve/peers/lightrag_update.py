@@ -12,7 +12,7 @@ from typing import Any
 
 from engram.retrieve.peers.base import PeerHost, PeerSync
 from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, Relation, merge
-from engram.retrieve.peers.lightrag_rows import chunk_graphs, entity_row, relation_row, text_hash, vectors_for
+from engram.retrieve.peers.lightrag_rows import chunk_graphs, insert_merged, text_hash, vectors_for
 from engram.store.peer_tables import PeerTables
 from engram.text import normalize_phrase
 
@@ -127,12 +127,4 @@ def write(
             "DELETE FROM lightrag_relations WHERE (source = ? AND target = ?) OR (source = ? AND target = ?)",
             [(a, b, b, a) for a, b in sorted(stale.pairs)],
         )
-        db.executemany(
-            "INSERT INTO lightrag_entities VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [entity_row(e, t, vectors) for e, t in zip(fresh, entity_texts)],
-        )
-        db.executemany(
-            "INSERT INTO lightrag_relations VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [relation_row(r, t, vectors) for r, t in zip(links, relation_texts)],
-        )
-        db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
+        insert_merged(db, list(zip(fresh, entity_texts)), list(zip(links, relation_texts)), vectors, digest)
