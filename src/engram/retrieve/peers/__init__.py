@@ -21,7 +21,9 @@ from engram.types import Retrieval
 __all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add", "estimate", "peer", "sync_all"]
 
 # method name -> module whose `METHOD` implements it
-PEERS = {"lightrag": "engram.retrieve.peers.lightrag"}
+PEERS = {
+    "lightrag": "engram.retrieve.peers.lightrag",
+}
 
 
 def peer(name: str) -> PeerMethod:
