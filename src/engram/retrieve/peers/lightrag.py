@@ -7,20 +7,17 @@ interleaves the chunks of both. Parameters and where their defaults come from: d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engram.errors import ExtractionError
 from engram.llm.cache import CachedChat
-from engram.llm.jsonparse import parse_json_object
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers import lightrag_index, lightrag_query
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
-from engram.retrieve.peers.lightrag_prompts import GLEAN_REQUEST, extract_messages, glean_messages, passage_block
+from engram.retrieve.peers.chunk_extract import extraction_cost
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
-from engram.tokens import TokenCount, default_counter, message_tokens
+from engram.tokens import TokenCount, default_counter
 from engram.types import Retrieval
 
 # a gleaning request repeats the first exchange; before the first reply exists its length is assumed to be
@@ -56,32 +53,10 @@ class LightRAG:
         """Requests and input tokens of indexing `passages` (each content once): one extraction request per
         chunk and `gleanings` gleaning requests, each of which resends the conversation so far. A request whose
         reply is already in `chat`'s cache is counted in `cached_calls`, not in the tokens."""
-        counter = count or default_counter()
-        unique = list({p.content_hash: p for p in passages}.values())
-        calls = tokens = cached = 0
-        for p in unique:
-            messages = extract_messages(p.title, p.text)
-            reply = None if chat is None else chat.lookup(messages, json=True)
-            assumed = int(REPLY_SHARE * counter(passage_block(p.title, p.text))) + counter(GLEAN_REQUEST)
-            size = message_tokens(messages, counter)
-            for _ in range(1 + self.gleanings):
-                if reply is None:
-                    calls, tokens = calls + 1, tokens + size
-                    size += assumed
-                    continue
-                cached += 1
-                messages = glean_messages(messages, _canonical(reply))
-                size = message_tokens(messages, counter)
-                reply = None if chat is None else chat.lookup(messages, json=True)
-        return PeerEstimate(self.owner, len(unique), calls, tokens, cached)
-
-
-def _canonical(reply: str) -> str:
-    """The reply as the gleaning request repeats it (`lightrag_index.extract_chunk`)."""
-    try:
-        return json.dumps(parse_json_object(reply), ensure_ascii=False, sort_keys=True)
-    except ExtractionError:
-        return reply
+        cost = extraction_cost(
+            lightrag_index.EXTRACTION, passages, chat, count or default_counter(), self.gleanings, REPLY_SHARE
+        )
+        return PeerEstimate(self.owner, cost.chunks, cost.calls, cost.tokens, cost.cached)
 
 
 METHOD = LightRAG()

@@ -74,11 +74,11 @@ def _strength(value: Any) -> float:
     return min(max(number, 0.0), 10.0) if number == number else 1.0
 
 
-def _entity(item: Any) -> RawEntity | None:
+def _entity(item: Any, types: tuple[str, ...]) -> RawEntity | None:
     if not isinstance(item, dict) or not _text(item.get("name")):
         return None
     kind = _text(item.get("type")).lower()
-    return RawEntity(_text(item["name"]), kind if kind in TYPES else "other", _text(item.get("description")))
+    return RawEntity(_text(item["name"]), kind if kind in types else "other", _text(item.get("description")))
 
 
 def _relation(item: Any) -> RawRelation | None:
@@ -91,13 +91,14 @@ def _relation(item: Any) -> RawRelation | None:
     return RawRelation(source, target, keywords, description, _strength(item.get("strength", 1.0)))
 
 
-def read_graph(obj: dict[str, Any]) -> ChunkGraph:
-    """The entities and relations of an extraction reply; items without a name (or both ends) are dropped.
-    A reply without an `entities` list is unusable (`ExtractionError`, which asks once more)."""
+def read_graph(obj: dict[str, Any], types: tuple[str, ...] = TYPES) -> ChunkGraph:
+    """The entities and relations of an extraction reply; items without a name (or both ends) are dropped, a
+    type not among `types` becomes "other". A reply without an `entities` list is unusable (`ExtractionError`,
+    which asks once more)."""
     entities, relations = obj.get("entities"), obj.get("relations", [])
     if not isinstance(entities, list) or not isinstance(relations, list):
         raise ExtractionError('the reply needs an "entities" list and a "relations" list')
-    found = [e for e in map(_entity, entities) if e is not None]
+    found = [e for e in (_entity(item, types) for item in entities) if e is not None]
     linked = [r for r in map(_relation, relations) if r is not None]
     return ChunkGraph(tuple(found), tuple(linked))
 

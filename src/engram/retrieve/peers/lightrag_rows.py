@@ -1,4 +1,4 @@
-"""How LightRAG's tables store their rows: a chunk's extraction as JSON, merged entities and relations with the
+"""How LightRAG's tables store their rows: merged entities and relations with the
 SHA-256 of their embedded text and its float32 vector (shared by the full merge and the incremental update)."""
 
 from __future__ import annotations
@@ -10,24 +10,7 @@ from typing import Any
 import numpy as np
 
 from engram.retrieve.peers.base import PeerHost
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, RawEntity, RawRelation, Relation
-from engram.store.peer_tables import PeerTables
-
-
-def graph_json(graph: ChunkGraph) -> str:
-    entities = [[e.name, e.type, e.description] for e in graph.entities]
-    relations = [[r.source, r.target, list(r.keywords), r.description, r.strength] for r in graph.relations]
-    return json.dumps({"entities": entities, "relations": relations}, ensure_ascii=False)
-
-
-def graph_of(text: str) -> ChunkGraph:
-    obj = json.loads(text)
-    entities = tuple(RawEntity(str(n), str(t), str(d)) for n, t, d in obj["entities"])
-    relations = tuple(
-        RawRelation(str(s), str(t), tuple(str(k) for k in kws), str(d), float(w))
-        for s, t, kws, d, w in obj["relations"]
-    )
-    return ChunkGraph(entities, relations)
+from engram.retrieve.peers.lightrag_merge import Entity, Relation
 
 
 def text_hash(text: str) -> str:
@@ -72,17 +55,6 @@ def insert_merged(
         [relation_row(r, t, vectors) for r, t in relations],
     )
     db.execute("INSERT OR REPLACE INTO lightrag_state (key, value) VALUES ('merged', ?)", (digest,))
-
-
-def chunk_graphs(tables: PeerTables, hashes: list[str]) -> dict[str, ChunkGraph]:
-    """The stored extractions of the `done` chunks among `hashes`."""
-    out: dict[str, ChunkGraph] = {}
-    for start in range(0, len(hashes), 500):
-        part = hashes[start : start + 500]
-        marks = ",".join("?" * len(part))
-        sql = f"SELECT content_hash, graph FROM lightrag_chunks WHERE status = 'done' AND content_hash IN ({marks})"
-        out.update({str(h): graph_of(str(g)) for h, g in tables.read(sql, part)})
-    return out
 
 
 def digest_of(hashes: list[str]) -> str:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.retrieve.peers.base import PeerHost, PeerSync
+from engram.retrieve.peers.chunk_extract import chunk_graphs
 from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, Relation, merge
-from engram.retrieve.peers.lightrag_rows import chunk_graphs, insert_merged, text_hash, vectors_for
+from engram.retrieve.peers.lightrag_rows import insert_merged, text_hash, vectors_for
 from engram.store.peer_tables import PeerTables
 from engram.text import normalize_phrase
 
