@@ -23,6 +23,7 @@ __all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add",
 # method name -> module whose `METHOD` implements it
 PEERS = {
     "lightrag": "engram.retrieve.peers.lightrag",
+    "graphrag-local": "engram.retrieve.peers.graphrag",
 }
 
 
@@ -66,8 +67,8 @@ def retrieve(ctx: RetrievalContext, name: str, queries: list[str], k: int) -> li
             f"this memory has no {name} index: add it with Memory.add_method({name!r}) "
             f"or `engram add-method {name} --memory DIR`"
         )
-    if method.needs_llm and ctx.chat is None:
-        raise LLMError(f"{name} asks the LLM for query keywords: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL")
+    if getattr(method, "query_llm", method.needs_llm) and ctx.chat is None:  # a method may index with an LLM only
+        raise LLMError(f"{name} asks the LLM at query time: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL")
     with measured(tables, method.owner, "query", ctx.chat):
         return method.retrieve(ctx, tables, queries, k)
 

@@ -50,6 +50,7 @@ class Entity:
     type: str
     description: str
     sources: tuple[str, ...]
+    descriptions: tuple[str, ...] = ()  # the distinct descriptions `description` joins, in the order met
 
     def text(self) -> str:
         """What is embedded for the entity (searched by low-level keywords)."""
@@ -64,6 +65,7 @@ class Relation:
     description: str
     strength: float
     sources: tuple[str, ...]
+    descriptions: tuple[str, ...] = ()  # the distinct descriptions `description` joins, in the order met
 
     def text(self, names: Mapping[str, str]) -> str:
         """What is embedded for the relation (searched by high-level keywords)."""
@@ -96,7 +98,14 @@ class _Acc:
 
 def _entity_of(key: str, acc: _Acc) -> Entity:
     kind = max(acc.types, key=lambda t: acc.types[t]) if acc.types else "unknown"  # first met wins a tie
-    return Entity(key, acc.name, kind, "\n".join(acc.descriptions), tuple(sorted(acc.sources)))
+    described = tuple(acc.descriptions)
+    return Entity(key, acc.name, kind, "\n".join(described), tuple(sorted(acc.sources)), described)
+
+
+def _relation_of(acc: _Acc) -> Relation:
+    described = tuple(acc.descriptions)
+    keywords, sources = tuple(acc.keywords), tuple(sorted(acc.sources))
+    return Relation(*acc.ends, keywords, "\n".join(described), acc.strength, sources, described)
 
 
 def merge(chunks: Mapping[str, ChunkGraph]) -> tuple[list[Entity], list[Relation]]:
@@ -125,8 +134,5 @@ def merge(chunks: Mapping[str, ChunkGraph]) -> tuple[list[Entity], list[Relation
             rel.strength += r.strength
             rel.sources.add(chunk)
     merged = [_entity_of(key, entities[key]) for key in sorted(entities)]
-    links = [
-        Relation(*acc.ends, tuple(acc.keywords), "\n".join(acc.descriptions), acc.strength, tuple(sorted(acc.sources)))
-        for _, acc in sorted(relations.items())
-    ]
+    links = [_relation_of(acc) for _, acc in sorted(relations.items())]
     return merged, links
