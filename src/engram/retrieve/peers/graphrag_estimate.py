@@ -22,7 +22,7 @@ from engram.llm.base import Message
 from engram.llm.cache import CachedChat
 from engram.llm.jsonparse import parse_json_object
 from engram.retrieve.peers.chunk_extract import ExtractionCost
-from engram.retrieve.peers.graphrag_graph import community_request, graph_of, summary_requests
+from engram.retrieve.peers.graphrag_graph import community_request, graph_of, links_by_node, summary_requests
 from engram.retrieve.peers.graphrag_index import EXTRACTION, Settings
 from engram.retrieve.peers.graphrag_leiden import hierarchical_leiden
 from engram.retrieve.peers.graphrag_prompts import SUMMARY_SYSTEM, read_summary, report_messages
@@ -85,10 +85,10 @@ def replayed(replies: dict[str, list[str]], settings: Settings, tally: _Tally) -
                 summaries[key] = read_summary(parse_json_object(reply))
     graph = graph_of(entities, relations, summaries)
     edges = [(lk.source, lk.target, lk.strength) for lk in graph.links]
-    index = {n.key: n for n in graph.nodes}
+    index, links_of = {n.key: n for n in graph.nodes}, links_by_node(graph)
     for c in hierarchical_leiden(list(index), edges, settings.max_cluster_size, settings.seed):
         if len(c.members) > 1:
-            tally.ask(community_request(c, graph, tally.count, settings.report_budget, index))
+            tally.ask(community_request(c, index, links_of, tally.count, settings.report_budget))
 
 
 def estimate(

@@ -110,17 +110,28 @@ def _clean(text: str) -> str:
     return " ".join(text.split()).replace("|", "/")
 
 
+def links_by_node(graph: Graph) -> dict[str, list[Link]]:
+    out: dict[str, list[Link]] = {}
+    for lk in graph.links:
+        out.setdefault(lk.source, []).append(lk)
+        out.setdefault(lk.target, []).append(lk)
+    return out
+
+
 def community_request(
-    community: Community, graph: Graph, count: TokenCount, budget: int, index: Mapping[str, Node] | None = None
-) -> list[Message]:
+    community: Community, by_key: Mapping[str, Node], links_of: Mapping[str, Sequence[Link]], count: TokenCount,
+    budget: int,
+) -> list[Message]:  # fmt: skip
     """The report request of `community`: its entities (by degree, highest first) and the relationships among
     them (by the sum of their ends' degrees), rows added while the request stays within `budget` tokens
-    (entities first, then relationships, as GraphRAG's report context does)."""
-    by_key = index if index is not None else {n.key: n for n in graph.nodes}
+    (entities first, then relationships, as GraphRAG's report context does). `by_key`: the graph's nodes by
+    key; `links_of`: each node's links (`links_by_node`)."""
     members = set(community.members)
     nodes = sorted((by_key[m] for m in community.members if m in by_key), key=lambda n: (-n.degree, n.key))
-    inside = [lk for lk in graph.links if lk.source in members and lk.target in members]
-    ranked = sorted(inside, key=lambda lk: (-(by_key[lk.source].degree + by_key[lk.target].degree), lk.source))
+    inside = {(lk.source, lk.target): lk for m in community.members for lk in links_of.get(m, ())
+              if lk.source in members and lk.target in members}  # fmt: skip
+    ranked = sorted(inside.values(), key=lambda lk: (-(by_key[lk.source].degree + by_key[lk.target].degree),
+                                                     lk.source, lk.target))  # fmt: skip
     used = count(report_messages([], [])[-1]["content"]) + count(str(report_messages([], [])[0]["content"]))
     rows: tuple[list[str], list[str]] = ([], [])
     for i, n in enumerate(nodes):

@@ -20,7 +20,14 @@ from engram.llm.base import ChatModel, Message, concurrency_of
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.retrieve.peers.base import PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import Extraction, chunk_graphs, chunks_schema, step_chunks
-from engram.retrieve.peers.graphrag_graph import Graph, community_request, graph_of, request_hash, summary_requests
+from engram.retrieve.peers.graphrag_graph import (
+    Graph,
+    community_request,
+    graph_of,
+    links_by_node,
+    request_hash,
+    summary_requests,
+)
 from engram.retrieve.peers.graphrag_leiden import SEED, Community, hierarchical_leiden
 from engram.retrieve.peers.graphrag_prompts import (
     Report,
@@ -152,10 +159,10 @@ class ReportRow:
 
 def community_reports(host: PeerHost, graph: Graph, communities: list[Community], budget: int) -> list[ReportRow]:
     """One report per community of two or more entities; a report whose request did not change is reused."""
-    count, by_key = default_counter(), {n.key: n for n in graph.nodes}
+    count, by_key, links_of = default_counter(), {n.key: n for n in graph.nodes}, links_by_node(graph)
     old = {str(h): Report.of_json(str(r)) for h, r in host.tables.read(
         "SELECT request_hash, report FROM graphrag_communities WHERE status = 'done'")}  # fmt: skip
-    requests = {c.id: community_request(c, graph, count, budget, by_key) for c in communities if len(c.members) > 1}
+    requests = {c.id: community_request(c, by_key, links_of, count, budget) for c in communities if len(c.members) > 1}
     hashes = {cid: request_hash(m) for cid, m in requests.items()}
     todo = {h: requests[cid] for cid, h in hashes.items() if h not in old}
     asked = ask_all(host, todo, read_report, REPORT, f"{METHOD} reports")

@@ -19,6 +19,7 @@ from typing import Any
 from engram.errors import InputError
 
 SEED = 0xDEADBEEF  # GraphRAG's cluster_graph seed
+ITERATIONS = 2  # leidenalg's default; until-stable (-1) took 8x longer on a 15,000-node graph for 0.2% more parts
 Edge = tuple[str, str, float]
 
 
@@ -47,19 +48,21 @@ def _parts(nodes: Sequence[str], edges: dict[tuple[int, int], float], seed: int)
     graph = igraph.Graph(n=len(nodes), edges=list(edges), directed=False)
     graph.es["weight"] = list(edges.values())
     partition = leidenalg.find_partition(
-        graph, leidenalg.ModularityVertexPartition, weights="weight", n_iterations=-1, seed=seed
+        graph, leidenalg.ModularityVertexPartition, weights="weight", n_iterations=ITERATIONS, seed=seed
     )
     parts = [sorted(int(v) for v in part) for part in partition if len(part)]
     return sorted(parts)
 
 
-def _local_edges(members: Sequence[str], edges: dict[tuple[str, str], float]) -> dict[tuple[int, int], float]:
+def _local_edges(members: Sequence[str], adjacency: dict[str, dict[str, float]]) -> dict[tuple[int, int], float]:
     """The edges among `members`, as index pairs into it (a < b), sorted."""
     where = {name: i for i, name in enumerate(members)}
     local: dict[tuple[int, int], float] = {}
-    for (a, b), w in edges.items():
-        if a in where and b in where:
-            local[(where[a], where[b])] = w
+    for name, i in where.items():
+        for other, w in adjacency.get(name, {}).items():
+            j = where.get(other)
+            if j is not None and i < j:
+                local[(i, j)] = w
     return dict(sorted(local.items()))
 
 
@@ -79,7 +82,10 @@ def hierarchical_leiden(
 ) -> list[Community]:
     """Communities of every level, level 0 first. `max_levels` bounds the depth (a guard; GraphRAG has none)."""
     names = sorted(set(nodes))
-    links = _edge_map(names, edges)
+    adjacency: dict[str, dict[str, float]] = {}
+    for (a, b), w in _edge_map(names, edges).items():
+        adjacency.setdefault(a, {})[b] = w
+        adjacency.setdefault(b, {})[a] = w
     out: list[Community] = []
     todo: list[tuple[int, list[str]]] = [(-1, names)]  # (parent, members) to cluster at the current level
     for level in range(max_levels):
@@ -87,7 +93,7 @@ def hierarchical_leiden(
             break
         found: list[tuple[int, tuple[str, ...]]] = []
         for parent, members in todo:
-            parts = _parts(members, _local_edges(members, links), seed) if members else []
+            parts = _parts(members, _local_edges(members, adjacency), seed) if members else []
             if parent >= 0 and len(parts) < 2:
                 continue  # Leiden cannot split it: it stays one community
             found += [(parent, tuple(members[i] for i in part)) for part in parts]
