@@ -180,7 +180,8 @@ def test_graphrag_local_added_kept_in_step_and_reopened(tmp_path: Path, fake_llm
     with open_memory(tmp_path / "m", fake_llm) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)  # imported: no LLM call
         before = memory.estimate_method("graphrag-local")
-        assert (before.passages, before.cached_calls) == (5, 0) and before.calls > 10
+        # 5 extractions + 5 gleanings; assumed: 25 entities, 5 summaries (20%), 2 reports (25 / 10)
+        assert (before.method, before.passages, before.calls, before.cached_calls) == ("graphrag-local", 5, 17, 0)
         done = memory.add_method("graphrag-local")
         assert (done.extracted, done.failed) == (5, 0)
         built = kinds(fake_llm)
@@ -296,3 +297,19 @@ def test_command_line_dry_run_add_method_and_retrieve(
     query = ["retrieve", "capital of Norway", "--memory", memory, "--embedder", "hash", "--method", "graphrag-local"]
     assert main([*query, "--json"]) == 0  # no LLM needed to search
     assert "oslo" in capsys.readouterr().out
+
+
+def test_eval_with_qa_beside_dense(tmp_path: Path, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str]) -> None:
+    from engram.cli import main
+    from fake_openai import task_of
+    from test_eval_report import write_data
+
+    inner = handler()
+    fake_llm.handler = lambda request: "Answer: Oslo" if task_of(request) == "reader" else inner(request)
+    args = ["eval", *write_data(tmp_path), "--methods", "graphrag-local,dense", "--qa", "--json", "--llm-base-url",
+            fake_llm.base_url, "--llm-model", "fake-model", "--bootstrap-samples", "100"]  # fmt: skip
+    assert main(args) == 0
+    rows = json.loads(capsys.readouterr().out)["methods"]
+    graph, dense = rows["graphrag-local"], rows["dense"]
+    assert graph["recall"]["5"] > 0 and graph["cost"]["index_input_tokens"] > 0
+    assert graph["em"] == dense["em"] and graph["cost"]["query_tokens"] > 0  # the reader's tokens
