@@ -39,7 +39,9 @@ class RetrieveConfig:
     The default method (`hipporag2`, engram.retrieve.default) also seeds the phrases the query names
     (`query_links`), scales the paper's fact seeds (from its top `seed_fact_top_k` facts) by
     `fact_seed_weight`, and seeds passages with `prior_weight` x exp((cos - best) / `prior_temperature`)
-    instead of `passage_weight` x min-max; `hipporag2-paper` ignores these five."""
+    instead of `passage_weight` x min-max; it links only the names the query writes as names (`named_links`,
+    engram.retrieve.named) and keeps dense retrieval's best passage first (`dense_first`); `hipporag2-paper`
+    ignores these seven."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -52,6 +54,8 @@ class RetrieveConfig:
     fact_seed_weight: float = 0.5
     prior_weight: float = 0.3
     prior_temperature: float = 0.02
+    named_links: bool = True
+    dense_first: bool = True
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,15 +96,19 @@ def lookup_for(index: GraphIndex) -> PhraseLookup:
     return index.memo("phrase_lookup", lambda: build_lookup(index))
 
 
-def link_seeds(index: GraphIndex, queries: Sequence[str]) -> list[tuple[IntArray, FloatArray]]:
-    """Per query: the linked phrase rows and their weights (specificity / passages containing the phrase)."""
+def link_seeds(
+    index: GraphIndex, queries: Sequence[str], keep: Callable[[str, list[str]], list[str]] | None = None
+) -> list[tuple[IntArray, FloatArray]]:
+    """Per query: the linked phrase rows and their weights (specificity / passages containing the phrase).
+    `keep(query, names)` narrows the linked names (engram.retrieve.named.named_only)."""
     lookup = lookup_for(index)
     counts = np.maximum(index.phrase_passage_counts, 1.0)
     out: list[tuple[IntArray, FloatArray]] = []
     for query in queries:
         rows: list[int] = []
         weights: list[float] = []
-        for name in lookup.link(query):
+        names = lookup.link(query)
+        for name in keep(query, names) if keep is not None else names:
             weight = lookup.specificity(name)
             for row in lookup.rows[name]:
                 rows.append(row)

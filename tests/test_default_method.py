@@ -1,0 +1,94 @@
+"""The default method's last two rules (engram.retrieve.default, engram.retrieve.named): only the names the query
+writes as names are linked, and dense retrieval's best passage stays first."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram import Document, Memory
+from engram.embed import HashEmbedder
+from engram.retrieve.default import dense_first
+from engram.retrieve.links import link_seeds, lookup_for
+from engram.retrieve.named import named_only, written_as_names
+from engram.retrieve.ranking import GraphRanking
+from helpers import DOCS, EXTRACTIONS
+
+QUERIES = [
+    "Who founded Acme Tools?",
+    "Where was the founder of Acme Tools born?",
+    "In which country is the birthplace of Alice Moreau?",
+    "What river flows through the city where Alice Moreau was born?",
+    "Who founded Zenith Foods?",
+    "What is the capital of Norway?",
+    "Where was Bob Stein born?",
+]
+
+
+def test_names_written_with_a_capital_or_a_digit_are_kept() -> None:
+    query = "Which city hosted the 26th Chess Olympiad, and in what sport is Zoë Ruiz known?"
+    names = ["city", "26th chess olympiad", "sport", "zoe ruiz", "chess"]
+    assert named_only(query, names) == ["26th chess olympiad", "zoe ruiz", "chess"]
+    assert written_as_names(query) is not None and "zoe" in (written_as_names(query) or set())
+
+
+@pytest.mark.parametrize("query", ["which city hosted the chess olympiad", "WHICH CITY HOSTED THE CHESS OLYMPIAD"])
+def test_a_query_in_one_case_keeps_every_name(query: str) -> None:
+    assert written_as_names(query) is None
+    assert named_only(query, ["city", "chess olympiad"]) == ["city", "chess olympiad"]
+
+
+def _ranking(rows: list[int], scores: list[float], method: str = "hipporag2") -> GraphRanking:
+    return GraphRanking(np.array(rows, dtype=np.int64), np.array(scores), method, [], [], [], False)
+
+
+def test_dense_first_moves_or_inserts_the_best_passage_and_keeps_the_length() -> None:
+    dense = np.array([0.1, 0.9, 0.2, 0.3, 0.4])
+    tiebreak = np.arange(5)
+    moved = dense_first(_ranking([3, 1, 2], [0.5, 0.3, 0.2]), dense, tiebreak)
+    assert moved.rows.tolist() == [1, 3, 2] and moved.scores.tolist() == [0.5, 0.5, 0.2]
+    inserted = dense_first(_ranking([3, 4, 2], [0.5, 0.3, 0.2]), dense, tiebreak)
+    assert inserted.rows.tolist() == [1, 3, 4] and len(inserted.scores) == 3
+    already = _ranking([1, 3], [0.5, 0.3])
+    assert dense_first(already, dense, tiebreak) is already
+    fallback = _ranking([4, 3], [0.4, 0.3], method="dense")
+    assert dense_first(fallback, dense, tiebreak) is fallback
+
+
+@pytest.fixture()
+def memory(tmp_path: Path) -> Memory:
+    docs = [*DOCS, Document("city", "A city is a large town.", title="City")]
+    extractions = [*EXTRACTIONS, {"id": "city", "entities": ["city", "town"], "triples": [["city", "is a", "town"]]}]
+    m = Memory(tmp_path / "m", embedder=HashEmbedder())
+    m.index(docs, extractions=extractions)
+    return m
+
+
+def test_lower_case_words_are_not_linked(memory: Memory) -> None:
+    with memory:
+        view = memory.context().view
+        query = "In which city was Alice Moreau born?"
+        assert set(lookup_for(view).link(query)) == {"city", "alice moreau"}
+        (rows, _), = link_seeds(view, [query], named_only)
+        assert {view.tables.phrases[r] for r in rows.tolist()} == {"alice moreau"}
+        seeds = {s.phrase for s in memory.retrieve(query, 3)[0].seeds}
+        unnamed = {s.phrase for s in memory.retrieve(query, 3, config=replace(memory.config.retrieve,
+                                                                               named_links=False))[0].seeds}
+    assert "alice moreau" in seeds and "city" in unnamed and "city" not in seeds
+
+
+def test_the_default_never_moves_dense_retrievals_best_passage(memory: Memory) -> None:
+    with memory:
+        weak = replace(memory.config.retrieve, prior_weight=1e-6)  # the graph alone would decide the order
+        dense = [r.passages[0].id for r in memory.retrieve(QUERIES, 3, "dense")]
+        default = memory.retrieve(QUERIES, 3, config=weak)
+        graph = memory.retrieve(QUERIES, 3, config=replace(weak, dense_first=False))
+    assert all(r.method == "hipporag2" for r in default)
+    assert [r.passages[0].id for r in default] == dense
+    assert [r.passages[0].id for r in graph] != dense  # without the rule the graph reorders some
+    for with_rule, without in zip(default, graph):  # after the first passage, the graph's order
+        rest = [p.id for p in without.passages if p.id != with_rule.passages[0].id]
+        assert [p.id for p in with_rule.passages[1:]] == rest[:2]
