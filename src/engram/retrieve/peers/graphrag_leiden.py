@@ -1,8 +1,10 @@
 """Hierarchical Leiden communities (GraphRAG's community detection) as a pure function over node ids and weighted
 edges, with `leidenalg` on an `igraph` graph (the `peers` extra, imported on first use).
 
-Level 0 is Leiden (modularity, edge weights) on the whole entity graph; every community larger than `max_size`
-is clustered again by Leiden on the subgraph its members induce, and the parts become communities of the next
+Level 0 is Leiden (modularity, edge weights) on each connected component of the entity graph alone (GraphRAG
+clusters only the largest component; clustering each one alone treats that component exactly so, and keeps a
+write's changes to the partition within the components it touches); every community larger than `max_size` is
+clustered again by Leiden on the subgraph its members induce, and the parts become communities of the next
 level whose parent is that community. A community Leiden cannot split (one part) stays as it is. Nodes without
 edges are communities of their own at level 0. The seed is fixed and nodes and edges are put in sorted order, so
 the result depends only on the graph. Community ids are numbered 0, 1, ... level by level, in the order of each
@@ -77,6 +79,25 @@ def _edge_map(nodes: Sequence[str], edges: Sequence[Edge]) -> dict[tuple[str, st
     return out
 
 
+def components(names: Sequence[str], adjacency: dict[str, dict[str, float]]) -> list[list[str]]:
+    """The connected components, each sorted, ordered by their first member."""
+    seen: set[str] = set()
+    out: list[list[str]] = []
+    for start in names:
+        if start in seen:
+            continue
+        seen.add(start)
+        stack, part = [start], [start]
+        while stack:
+            for other in adjacency.get(stack.pop(), {}):
+                if other not in seen:
+                    seen.add(other)
+                    stack.append(other)
+                    part.append(other)
+        out.append(sorted(part))
+    return sorted(out)
+
+
 def hierarchical_leiden(
     nodes: Sequence[str], edges: Sequence[Edge], max_size: int = 10, seed: int = SEED, max_levels: int = 8
 ) -> list[Community]:
@@ -87,16 +108,18 @@ def hierarchical_leiden(
         adjacency.setdefault(a, {})[b] = w
         adjacency.setdefault(b, {})[a] = w
     out: list[Community] = []
-    todo: list[tuple[int, list[str]]] = [(-1, names)]  # (parent, members) to cluster at the current level
+    # (parent, members) to cluster at the current level: at level 0, each connected component alone
+    todo: list[tuple[int, list[str]]] = [(-1, c) for c in components(names, adjacency)]
     for level in range(max_levels):
         if not todo:
             break
         found: list[tuple[int, tuple[str, ...]]] = []
         for parent, members in todo:
-            parts = _parts(members, _local_edges(members, adjacency), seed) if members else []
+            parts = _parts(members, _local_edges(members, adjacency), seed) if len(members) > 1 else [[0]]
             if parent >= 0 and len(parts) < 2:
                 continue  # Leiden cannot split it: it stays one community
             found += [(parent, tuple(members[i] for i in part)) for part in parts]
+        found.sort()
         todo = []
         for parent, group in found:
             community = Community(level, len(out), parent, group)
