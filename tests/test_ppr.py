@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engram.graph.ppr import personalized_pagerank, walk_operator
+from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 
 igraph = pytest.importorskip("igraph")
 
@@ -30,6 +30,9 @@ def test_matches_igraph_prpack(seed: int, edges: int) -> None:
         ref = np.array(g.personalized_pagerank(damping=damping, reset=reset.tolist(), weights="weight", directed=False))
         ours = personalized_pagerank(walk_operator(adj), reset, damping)
         assert np.abs(ref - ours).max() < 1e-6
+        solved = solve_pagerank(symmetric_walk(adj), reset, damping)
+        assert np.abs(ref - solved).max() < 1e-6
+        assert np.abs(ours - solved).max() < 1e-12
 
 
 def test_batched_columns_equal_single_runs() -> None:
@@ -51,3 +54,21 @@ def test_rejects_bad_reset() -> None:
         personalized_pagerank(op, [1.0, -1.0])
     with pytest.raises(ValueError):
         personalized_pagerank(op, [1.0])
+
+
+def test_solver_batches_and_rejects_like_power_iteration() -> None:
+    rng = np.random.default_rng(11)
+    adj, *_ = random_graph(rng, 500, 900)  # with dangling nodes
+    walk = symmetric_walk(adj)
+    assert walk.dangling.any()
+    resets = rng.random((500, 3)) * (rng.random((500, 3)) < 0.2)
+    batch = solve_pagerank(walk, resets, 0.5)
+    power = personalized_pagerank(walk_operator(adj), resets, 0.5, tol=1e-15, max_iter=1000)
+    assert np.abs(batch - power).max() < 1e-13
+    assert np.allclose(batch.sum(axis=0), 1.0, atol=1e-14)
+    for j in range(3):
+        assert np.abs(batch[:, j] - solve_pagerank(walk, resets[:, j], 0.5)).max() < 1e-13
+    with pytest.raises(ValueError):
+        solve_pagerank(walk, np.zeros(500))
+    with pytest.raises(ValueError):
+        solve_pagerank(walk, np.ones(499))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
@@ -69,3 +71,105 @@ def personalized_pagerank(
             break
     out: FloatArray = p[:, 0] if single else p
     return out
+
+
+@dataclass(frozen=True)
+class SymmetricWalk:
+    """The walk of an undirected graph in symmetric form, for `solve_pagerank`: S = D^-1/2 A D^-1/2 (D the
+    weighted degrees), the square roots of the degrees, and the dangling (edgeless) nodes. Derived once per
+    graph (`symmetric_walk`); each query then costs one sparse product per iteration."""
+
+    matrix: sp.csr_matrix
+    root: FloatArray  # sqrt(degree); 0 for dangling nodes
+    inverse_root: FloatArray  # 1 / sqrt(degree); 0 for dangling nodes
+    dangling: npt.NDArray[np.bool_]
+
+    @property
+    def size(self) -> int:
+        return int(self.matrix.shape[0])
+
+
+def symmetric_walk(adjacency: sp.csr_matrix) -> SymmetricWalk:
+    """`SymmetricWalk` of a symmetric weighted adjacency matrix (duplicates summed, column indices sorted, so
+    the products sum in one fixed order)."""
+    adjacency = sp.csr_matrix(adjacency, dtype=np.float64, copy=True)
+    adjacency.sum_duplicates()
+    degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    dangling = degree <= 0
+    root = np.sqrt(np.where(dangling, 0.0, degree))
+    inverse_root = np.divide(1.0, root, out=np.zeros_like(root), where=~dangling)
+    rows = np.repeat(inverse_root, np.diff(adjacency.indptr))
+    adjacency.data *= rows * inverse_root[adjacency.indices]
+    return SymmetricWalk(adjacency, root, inverse_root, dangling)
+
+
+def solve_pagerank(
+    walk: SymmetricWalk, reset: npt.ArrayLike, damping: float = 0.5, tol: float = 1e-13, max_iter: int = 200
+) -> FloatArray:
+    """Personalized PageRank as `personalized_pagerank` defines it (dangling mass follows the reset
+    distribution), solved as a linear system instead of by power iteration.
+
+    With M = A D^-1 the walk, the PageRank vector is x / sum(x) for x solving (I - damping M) x = reset (a
+    dangling node keeps x = its reset). Writing x = D^1/2 y makes the system symmetric positive definite,
+    (I - damping S) y = D^-1/2 reset, with eigenvalues in [1 - damping, 1 + damping] (condition number 3 at
+    damping 0.5), so conjugate gradients reach `tol` (relative residual) in about half the sparse products
+    power iteration needs. `reset` is a vector or an (n, q) matrix (q queries, solved together); columns are
+    normalised. Deterministic: fixed-order sparse products and numpy's pairwise sums, no BLAS reductions."""
+    if not 0.0 <= damping < 1.0:
+        raise ValueError("damping must be in [0, 1)")
+    r = _checked_reset(reset, walk.size)
+    single = r.ndim == 1
+    b = r * (walk.inverse_root if single else walk.inverse_root[:, None])
+    y = _conjugate_gradients(walk.matrix, b, damping, tol, max_iter)
+    x = y * (walk.root if single else walk.root[:, None])
+    x[walk.dangling] = r[walk.dangling]
+    out: FloatArray = x / x.sum(axis=0)
+    return out
+
+
+def _checked_reset(reset: npt.ArrayLike, n: int) -> FloatArray:
+    r = np.array(reset, dtype=np.float64)
+    if r.ndim not in (1, 2) or r.shape[0] != n or np.any(r < 0) or not np.all(np.isfinite(r)):
+        raise ValueError("reset must be finite, non-negative and have one row per node")
+    totals = r.sum(axis=0)
+    if np.any(totals <= 0):
+        raise ValueError("every reset column needs positive mass")
+    normalised: FloatArray = r / totals
+    return normalised
+
+
+def _dots(a: FloatArray, b: FloatArray) -> FloatArray:
+    """Dot products (one per column of a matrix) by numpy's own summation loop: single-threaded, the same
+    bits for the same data wherever it lies in memory, unlike a threaded BLAS reduction."""
+    out: FloatArray = np.asarray(np.einsum("i,i->" if a.ndim == 1 else "ij,ij->j", a, b))
+    return out
+
+
+def _conjugate_gradients(matrix: sp.csr_matrix, b: FloatArray, damping: float, tol: float, max_iter: int) -> FloatArray:
+    """Solve (I - damping * matrix) y = b for each column of b, from y = b; stops when every column's residual
+    norm is below `tol` x its right-hand side's norm. In-place vector updates: one sparse product and a few
+    passes over the vectors per iteration."""
+    scratch = np.empty_like(b)
+    y: FloatArray = b.copy()
+    residual = matrix @ y  # b - (y - damping S y) with y = b
+    residual *= damping
+    direction = residual.copy()
+    rr = _dots(residual, residual)
+    limit = (tol**2) * _dots(b, b)
+    for _ in range(max_iter):
+        if np.all(rr <= limit):
+            break
+        product = matrix @ direction
+        product *= -damping
+        product += direction  # (I - damping S) direction
+        curvature = _dots(direction, product)
+        alpha = np.divide(rr, curvature, out=np.zeros_like(rr), where=curvature > 0)
+        np.multiply(direction, alpha, out=scratch)
+        y += scratch
+        np.multiply(product, alpha, out=scratch)
+        residual -= scratch
+        fresh = _dots(residual, residual)
+        direction *= np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)
+        direction += residual
+        rr = fresh
+    return y

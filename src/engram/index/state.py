@@ -23,6 +23,7 @@ from engram.errors import InputError
 from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
+from engram.index.names import NameTable
 from engram.store.records import PassageRow
 from engram.types import Triple
 
@@ -147,6 +148,7 @@ class IndexState:
         self.passage_dropped: list[int] = []  # malformed triples in its extraction
         self.phrases: list[str] = []
         self.phrase_row: dict[str, int] = {}
+        self.names = NameTable(self.phrases, self.phrase_row)  # query-linking names, kept as phrases come and go
         self.phrase_refs: list[int] = []  # alive facts naming the phrase
         self._alive_mask = np.zeros(16, dtype=bool)
         self._fact_alive = np.zeros(16, dtype=bool)  # fact_support > 0
@@ -257,6 +259,7 @@ class IndexState:
         """Add (+1) or take away (-1) an alive passage's share of the running totals."""
         self._counts["passages"] += sign
         self._counts["context_edges"] += sign * len(self.passage_context[index])
+        self.names.tally(self.passage_context[index], sign)
         self._counts["dropped"] += sign * self.passage_dropped[index]
         self._counts[self.passage_status[index]] += sign
 

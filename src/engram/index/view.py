@@ -20,7 +20,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
-from engram.graph.ppr import dangling_nodes, personalized_pagerank, walk_operator
+from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk, walk_operator
+from engram.index.names import NameSnapshot
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
 
@@ -48,11 +49,11 @@ class GraphIndex:
     pending: int
     failed: int
     node_rows: npt.NDArray[np.int64]  # row-space node of each canonical node: sorted phrases, then passages
-    canonical_operator: sp.csr_matrix  # the walk over alive nodes in canonical order
-    canonical_dangling: npt.NDArray[np.bool_]
+    walk: SymmetricWalk  # the walk over alive nodes in canonical order
     passage_rank: npt.NDArray[np.int64]  # canonical position of each row (dead rows after all alive ones)
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
+    names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
     _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
     _operator: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
@@ -73,9 +74,7 @@ class GraphIndex:
         order in which documents were added; dead rows get 0."""
         r = np.asarray(resets, dtype=np.float64)
         out = np.zeros_like(r)
-        out[self.node_rows] = personalized_pagerank(
-            self.canonical_operator, r[self.node_rows], damping, dangling=self.canonical_dangling
-        )
+        out[self.node_rows] = solve_pagerank(self.walk, r[self.node_rows], damping)
         return out
 
     @property
@@ -195,7 +194,6 @@ def view(state: IndexState) -> GraphIndex:
     counts = state.stats()
     order = _canonical(state)
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
-    canonical = walk_operator(adjacency[node_rows][:, node_rows])
     return GraphIndex(
         passages=list(state.passages),
         passage_alive=alive,
@@ -211,11 +209,11 @@ def view(state: IndexState) -> GraphIndex:
         pending=counts["pending"],
         failed=counts["failed"],
         node_rows=node_rows,
-        canonical_operator=canonical,
-        canonical_dangling=dangling_nodes(canonical),
+        walk=symmetric_walk(adjacency[node_rows][:, node_rows]),
         passage_rank=_ranks(order["passage"], n_passages),
         phrase_rank=_ranks(order["phrase"], n_phrases),
         fact_rank=_ranks(order["fact"], len(state.facts)),
+        names=state.names.snapshot(state.passage_context, state.passage_alive),
     )
 
 

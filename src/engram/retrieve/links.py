@@ -9,50 +9,72 @@ Each linked phrase is weighted by how specific it is, measured in the graph: the
 of its rarest word over the passages (a passage "contains" a word when one of its phrase nodes does),
 scaled to [0, 1] by log(passages + 1), divided by the number of passages the phrase itself occurs in (the
 paper's node specificity). Common words ("country", "city") link with a small weight, names with a large
-one. A `PhraseLookup` is built once per index view (cached while the view lives).
+one. The names and word counts are kept by the index as phrases come and go (`engram.index.names`), so a
+new view's `PhraseLookup` costs nothing to make.
 """
 
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from engram.index.names import NameSnapshot, fold
 from engram.index.view import GraphIndex
-from engram.text import normalize_phrase
 
+BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+__all__ = ["PhraseLookup", "build_lookup", "fold", "link_seeds", "lookup_for"]
 
 
-def fold(text: str) -> str:
-    """`normalize_phrase`, then combining marks removed (NFKD): the key under which names are matched."""
-    decomposed = unicodedata.normalize("NFKD", normalize_phrase(text))
-    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+@dataclass(frozen=True)
+class _NameRows:
+    """Folded phrase name -> the view's alive rows with that name (ascending); absent names raise KeyError."""
+
+    names: NameSnapshot
+    alive: BoolArray
+
+    def __getitem__(self, name: str) -> tuple[int, ...]:
+        rows = self.names.rows(name, self.alive)
+        if not rows:
+            raise KeyError(name)
+        return rows
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(self.names.rows(name, self.alive))
 
 
 @dataclass(frozen=True)
 class PhraseLookup:
-    """Folded phrase name -> alive phrase rows; the longest name in words; per-word passage counts."""
+    """Folded phrase name -> alive phrase rows; the longest name in words; per-word passage counts. Reads the
+    view's `NameSnapshot` (kept by the index as phrases come and go), so making one costs nothing."""
 
-    rows: dict[str, tuple[int, ...]]
-    longest: int
-    word_passages: dict[str, int]
+    names: NameSnapshot
+    alive: BoolArray
     passages: int
+
+    @property
+    def rows(self) -> _NameRows:
+        return _NameRows(self.names, self.alive)
+
+    @property
+    def longest(self) -> int:
+        return self.names.longest
 
     def link(self, query: str) -> list[str]:
         """Folded names found in `query`, longest match first at each position, each name once."""
         words = fold(query).split()
+        rows = self.rows
         found: dict[str, None] = {}
         i = 0
         while i < len(words):
             for size in range(min(self.longest, len(words) - i), 0, -1):
                 name = " ".join(words[i : i + size])
-                if name in self.rows:
+                if name in rows:
                     found[name] = None
                     i += size
                     break
@@ -65,29 +87,12 @@ class PhraseLookup:
         scale = math.log(self.passages + 1.0)
         if scale <= 0:
             return 0.0
-        rarest = min(self.word_passages.get(w, 0) for w in name.split())
+        rarest = min(self.names.passages_with(w) for w in name.split())
         return max(math.log((self.passages + 1.0) / (rarest + 1.0)), 0.0) / scale
 
 
 def build_lookup(index: GraphIndex) -> PhraseLookup:
-    rows: dict[str, list[int]] = {}
-    words_of: list[list[str]] = []
-    for row, phrase in enumerate(index.tables.phrases):
-        name = fold(phrase) if index.phrase_alive[row] else ""
-        words_of.append(name.split())
-        if name:
-            rows.setdefault(name, []).append(row)
-    word_passages: dict[str, set[int]] = {}
-    for passage, phrase in index.tables.context.tolist():
-        for word in words_of[phrase]:
-            word_passages.setdefault(word, set()).add(passage)
-    longest = max((len(name.split()) for name in rows), default=0)
-    return PhraseLookup(
-        rows={k: tuple(v) for k, v in rows.items()},
-        longest=longest,
-        word_passages={w: len(p) for w, p in word_passages.items()},
-        passages=int(index.passage_alive.sum()),
-    )
+    return PhraseLookup(index.names, index.phrase_alive, int(index.passage_alive.sum()))
 
 
 def lookup_for(index: GraphIndex) -> PhraseLookup:

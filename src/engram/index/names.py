@@ -1,0 +1,129 @@
+"""Folded phrase names and per-word passage counts for linking queries to phrase nodes (engram.retrieve.links),
+kept as the state changes instead of rebuilt over every phrase for every view.
+
+`fold` is the key under which a query's words meet phrase names: `normalize_phrase`, then combining marks
+removed (NFKD), so "Aschenbrodel" finds "aschenbrödel". A phrase key is already normalised, so an ASCII key
+is its own folded name and is found through the state's key -> row dict; only keys that fold to something
+else are held here (`other_rows`).
+
+`NameTable` belongs to one `IndexState` and shares its append-only phrase list and key -> row dict. It keeps,
+for every phrase row, the ids of its folded name's words (appended as phrases appear), and for every word
+the number of alive passages whose context holds a phrase with that word (`IndexState._tally` adds and takes
+away each passage's share). The counts are built in one pass the first time a view asks for them (so opening
+a memory does not pay for them) and kept up to date after that. A view takes a `NameSnapshot`: a copy of the
+counts and a reference to the shared tables, which only grow; readers filter rows by the view's size and
+alive mask, so a snapshot stays valid while later commits go on.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.text import normalize_phrase
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def fold(text: str) -> str:
+    """`normalize_phrase`, then combining marks removed (NFKD): the key under which names are matched."""
+    decomposed = unicodedata.normalize("NFKD", normalize_phrase(text))
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
+def folded_key(key: str) -> str:
+    """`fold` of a phrase key (already normalised: an ASCII key is its own folded name)."""
+    return key if key.isascii() else fold(key)
+
+
+class NameTable:
+    def __init__(self, phrases: list[str], phrase_row: dict[str, int]) -> None:
+        self.phrases, self.phrase_row = phrases, phrase_row  # the state's, shared (append-only)
+        self.other_rows: dict[str, tuple[int, ...]] = {}  # folded name -> rows, for keys that fold differently
+        self.word_ids: dict[str, int] = {}
+        self.longest = 0  # most words in any phrase name seen (an upper bound for the alive ones)
+        self._offsets = array("q", [0])  # phrase row -> its word ids in _words[offsets[row]:offsets[row + 1]]
+        self._words = array("i")
+        self._counts: IntArray | None = None  # word id -> alive passages containing it (None until asked)
+
+    def _catch_up(self) -> None:
+        """Word ids of the phrases added since the last call."""
+        for row in range(len(self._offsets) - 1, len(self.phrases)):
+            key = self.phrases[row]
+            name = folded_key(key)
+            if name != key:
+                self.other_rows[name] = (*self.other_rows.get(name, ()), row)
+            words = name.split()
+            self.longest = max(self.longest, len(words))
+            for word in words:
+                self._words.append(self.word_ids.setdefault(word, len(self.word_ids)))
+            self._offsets.append(len(self._words))
+
+    def tally(self, context: IntArray, sign: int) -> None:
+        """Add (+1) or take away (-1) one alive passage's share: each distinct word of its context phrases."""
+        if self._counts is None or not len(context):
+            return
+        self._catch_up()
+        offsets, words = self._offsets, self._words
+        seen = {w for p in context.tolist() for w in words[offsets[p] : offsets[p + 1]]}
+        if seen and max(seen) >= len(self._counts):
+            self._counts = np.concatenate([self._counts, np.zeros(len(self.word_ids), dtype=np.int64)])
+        counts = self._counts
+        for word in seen:
+            counts[word] += sign
+
+    def _bulk_counts(self, contexts: list[IntArray], alive: list[bool]) -> IntArray:
+        """Word counts over the alive passages' contexts in one vectorised pass."""
+        linked = [c for c, a in zip(contexts, alive) if a and len(c)]
+        counts = np.zeros(len(self.word_ids), dtype=np.int64)
+        if not linked:
+            return counts
+        phrases = np.concatenate(linked)
+        passages = np.repeat(np.arange(len(linked), dtype=np.int64), [len(c) for c in linked])
+        offsets = np.frombuffer(self._offsets, dtype=np.int64).copy()
+        words = np.frombuffer(self._words, dtype=np.int32).astype(np.int64)
+        starts, lengths = offsets[phrases], offsets[phrases + 1] - offsets[phrases]
+        total = int(lengths.sum())
+        shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        word_of = words[shift + np.arange(total, dtype=np.int64)]
+        pairs = np.unique(np.repeat(passages, lengths) * len(self.word_ids) + word_of)
+        counts += np.bincount(pairs % len(self.word_ids), minlength=len(self.word_ids))
+        return counts
+
+    def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:
+        """The counts as they stand (built from `contexts` and `alive`, the state's, on the first call)."""
+        self._catch_up()
+        if self._counts is None:
+            self._counts = self._bulk_counts(contexts, alive)
+        counts = self._counts[: len(self.word_ids)].copy()
+        if len(counts) < len(self.word_ids):
+            counts = np.concatenate([counts, np.zeros(len(self.word_ids) - len(counts), dtype=np.int64)])
+        return NameSnapshot(self, counts, self.longest)
+
+
+@dataclass(frozen=True)
+class NameSnapshot:
+    """A view's name lookup: the shared tables plus its own word counts."""
+
+    table: NameTable
+    word_passages: IntArray
+    longest: int
+
+    def rows(self, name: str, alive: BoolArray) -> tuple[int, ...]:
+        """Alive phrase rows (of a view with `len(alive)` phrases) whose folded name is `name`, ascending."""
+        table, size = self.table, len(alive)
+        found = [r for r in table.other_rows.get(name, ()) if r < size and alive[r]]
+        row = table.phrase_row.get(name)
+        if row is not None and row < size and alive[row]:
+            found.append(row)
+        return tuple(sorted(found))
+
+    def passages_with(self, word: str) -> int:
+        """Alive passages (of the view) whose context holds a phrase with this folded word."""
+        word_id = self.table.word_ids.get(word)
+        return int(self.word_passages[word_id]) if word_id is not None and word_id < len(self.word_passages) else 0
