@@ -313,3 +313,24 @@ def test_eval_with_qa_beside_dense(tmp_path: Path, fake_llm: FakeOpenAI, capsys:
     graph, dense = rows["graphrag-local"], rows["dense"]
     assert graph["recall"]["5"] > 0 and graph["cost"]["index_input_tokens"] > 0
     assert graph["em"] == dense["em"] and graph["cost"]["query_tokens"] > 0  # the reader's tokens
+
+
+def test_report_request_ranks_rows_and_keeps_to_its_budget() -> None:
+    from engram.retrieve.peers.graphrag_graph import Graph, Link, Node, community_request, links_by_node
+    from engram.retrieve.peers.graphrag_leiden import Community
+
+    nodes = [Node("a", "A", "person", "hub", ("u",), 3), Node("b", "B", "geo", "leaf | b", ("u",), 1),
+             Node("c", "C", "geo", "leaf c", ("u",), 2), Node("d", "D", "geo", "outside", ("u",), 1)]  # fmt: skip
+    links = [Link("a", "b", "a-b", 1.0, ("u",)), Link("a", "c", "a-c", 1.0, ("u",)),
+             Link("a", "d", "a-d", 1.0, ("u",)), Link("b", "c", "b-c", 1.0, ("u",))]  # fmt: skip
+    graph_links = links_by_node(Graph(nodes, links))
+    by_key = {n.key: n for n in nodes}
+    community = Community(0, 0, -1, ("a", "b", "c"))
+    full = community_request(community, by_key, graph_links, count_words, 10_000)[-1]["content"]
+    # entities by degree; relationships among members only (not a-d), by their ends' summed degree
+    assert full.splitlines()[2:5] == ["0|A|hub|3", "1|C|leaf c|2", "2|B|leaf / b|1"]
+    assert full.split("Relationships\n")[1].splitlines()[1:] == ["0|A|C|a-c|5", "1|A|B|a-b|4", "2|B|C|b-c|3"]
+    words = count_words(full) + count_words(str(community_request(community, by_key, graph_links, count_words,
+                                                                  10_000)[0]["content"]))  # fmt: skip
+    cut = community_request(community, by_key, graph_links, count_words, words - 3)[-1]["content"]
+    assert "0|A|C|a-c|5" in cut and "2|B|C|b-c|3" not in cut
