@@ -141,11 +141,10 @@ def community_request(
         rows[1].append(f"{i}|{_clean(ends[0].name)}|{_clean(ends[1].name)}|{_clean(lk.description)}|"
                        f"{ends[0].degree + ends[1].degree}")  # fmt: skip
     kept: tuple[list[str], list[str]] = ([], [])
-    for part in (0, 1):
-        for row in rows[part]:
-            size = count(row) + 1
-            if used + size > budget:
-                break
-            used += size
-            kept[part].append(row)
+    for part, row in [(0, r) for r in rows[0]] + [(1, r) for r in rows[1]]:
+        size = count(row) + 1
+        if used + size > budget:
+            break  # the first row that does not fit ends the request (no relationship of a left-out entity)
+        used += size
+        kept[part].append(row)
     return report_messages(*kept)
