@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,19 @@ def test_report_request_ranks_rows_and_keeps_to_its_budget() -> None:
         assert [r for r in full.splitlines() if r in cut.splitlines()] == cut.splitlines()
         assert "Relationships" not in cut or "2|B|leaf / b|1" in cut  # a relationship only after every entity
     assert any(cut.endswith("1|A|B|a-b|4") for cut in cuts) and any(cut.endswith("1|C|leaf c|2") for cut in cuts)
+
+
+def test_without_the_peers_extra_the_error_names_it_before_any_call(
+    tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engram.errors import InputError
+
+    fake_llm.handler = handler()
+    monkeypatch.setitem(sys.modules, "leidenalg", None)  # import leidenalg -> ImportError
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        with pytest.raises(InputError, match=r"pip install 'engram\[peers\]'"):
+            memory.add_method("graphrag-local")
+        memory.index([BERGEN], extractions=EXTRA)  # the memory holds no half-added method
+        assert "graphrag-local_extracted" not in memory.index([BERGEN], extractions=EXTRA).stats
+    assert fake_llm.attempts == 0

@@ -47,6 +47,9 @@ def add(name: str, host: PeerHost, require_llm: bool = True) -> PeerSync:
     method = peer(name)
     if require_llm and method.needs_llm and host.chat is None:
         raise LLMError(f"{name} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+    ready = getattr(method, "ready", None)  # a method needing an extra says so before its tables exist
+    if ready is not None:
+        ready()
     host.tables.ensure(method.owner, method.version, method.schema)
     with measured(host.tables, method.owner, "index", host.chat):
         return method.sync(host)

@@ -19,6 +19,7 @@ from engram.retrieve.peers.chunk_extract import extraction_cost
 from engram.retrieve.peers.graphrag_context import Budget
 from engram.retrieve.peers.graphrag_estimate import estimate
 from engram.retrieve.peers.graphrag_index import Settings
+from engram.retrieve.peers.graphrag_leiden import libraries
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, default_counter
@@ -44,6 +45,10 @@ class GraphRAGLocal:
     schema: str = graphrag_index.SCHEMA
     needs_llm: bool = True
     query_llm: bool = False
+
+    def ready(self) -> None:
+        """Raises `InputError` naming `pip install 'engram[peers]'` when igraph or leidenalg is missing."""
+        libraries()
 
     def sync(self, host: PeerHost) -> PeerSync:
         return graphrag_index.sync(host, self.settings)

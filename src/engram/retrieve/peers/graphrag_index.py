@@ -28,7 +28,7 @@ from engram.retrieve.peers.graphrag_graph import (
     request_hash,
     summary_requests,
 )
-from engram.retrieve.peers.graphrag_leiden import SEED, Community, hierarchical_leiden
+from engram.retrieve.peers.graphrag_leiden import SEED, Community, hierarchical_leiden, libraries
 from engram.retrieve.peers.graphrag_prompts import (
     Report,
     extract_messages,
@@ -86,6 +86,7 @@ def state(tables: PeerTables) -> dict[str, str]:
 def sync(host: PeerHost, settings: Settings) -> PeerSync:
     """Extract the alive units not done yet and drop those no alive passage holds; build again when the units
     changed, or when the last build missed a summary or a report and an LLM is here to retry them."""
+    libraries()  # before anything is spent: the build needs the peers extra
     report = PeerSync(METHOD)
     step = step_chunks(host, EXTRACTION, settings.gleanings, report)
     digest = digest_of(step.done)

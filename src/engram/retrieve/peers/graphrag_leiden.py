@@ -33,7 +33,8 @@ class Community:
     members: tuple[str, ...]  # sorted
 
 
-def _libraries() -> tuple[Any, Any]:
+def libraries() -> tuple[Any, Any]:
+    """igraph and leidenalg, or an error naming the extra to install."""
     try:
         import igraph
         import leidenalg  # type: ignore[import-untyped]
@@ -46,7 +47,7 @@ def _libraries() -> tuple[Any, Any]:
 
 def _parts(nodes: Sequence[str], edges: dict[tuple[int, int], float], seed: int) -> list[list[int]]:
     """Leiden's partition of the graph on `nodes` (indexes into it), each part sorted, parts by first member."""
-    igraph, leidenalg = _libraries()
+    igraph, leidenalg = libraries()
     graph = igraph.Graph(n=len(nodes), edges=list(edges), directed=False)
     graph.es["weight"] = list(edges.values())
     partition = leidenalg.find_partition(
