@@ -24,6 +24,7 @@ __all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add",
 PEERS = {
     "lightrag": "engram.retrieve.peers.lightrag",
     "graphrag-local": "engram.retrieve.peers.graphrag",
+    "raptor": "engram.retrieve.peers.raptor",
 }
 
 

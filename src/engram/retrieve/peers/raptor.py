@@ -1,0 +1,78 @@
+"""`raptor`: RAPTOR (Sarthi et al., 2024, "RAPTOR: Recursive Abstractive Processing for Tree-Organized
+Retrieval") as a peer method over an engram memory, written from the paper with engram's own prompt. Index: the
+memory's passages are the leaves; UMAP + Gaussian-mixture soft clustering (global, then local; oversized
+clusters again), one LLM summary per cluster, the summaries embedded and clustered again, up to a few layers
+(`raptor_cluster`, `raptor_tree`). Query: the collapsed tree, every node ranked by cosine and taken up to a token
+budget, mapped to passages (`raptor_query`). Parameters and where their defaults come from: docs/method.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engram.llm.cache import CachedChat
+from engram.retrieve.context import RetrievalContext
+from engram.retrieve.peers import raptor_query, raptor_tree
+from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
+from engram.retrieve.peers.lightrag_prompts import passage_block
+from engram.retrieve.peers.raptor_prompts import summary_messages
+from engram.retrieve.peers.raptor_tree import Settings
+from engram.store.peer_tables import PeerTables
+from engram.store.rows import PassageRow
+from engram.tokens import TokenCount, default_counter, message_tokens
+from engram.types import Retrieval
+
+# the estimate's assumed length of one summary, in tokens (RAPTOR's summarization_length, 100)
+SUMMARY_TOKENS = 100
+
+
+@dataclass(frozen=True)
+class Raptor:
+    """`settings`: clustering and depth (`raptor_tree.Settings`); `budget`: the collapsed tree's context in
+    tokens (2,000, RAPTOR's best collapsed-tree setting)."""
+
+    settings: Settings = field(default_factory=Settings)
+    budget: int = 2000
+    owner: str = "raptor"
+    version: int = 1
+    schema: str = raptor_tree.SCHEMA
+    needs_llm: bool = True
+    query_llm: bool = False
+
+    def sync(self, host: PeerHost) -> PeerSync:
+        return raptor_tree.sync(host, self.settings)
+
+    def retrieve(self, ctx: RetrievalContext, tables: PeerTables, queries: list[str], k: int) -> list[Retrieval]:
+        return raptor_query.retrieve(ctx, tables, queries, k, self.budget)
+
+    def stats(self, tables: PeerTables) -> dict[str, int]:
+        return raptor_tree.stats(tables)
+
+    def estimate(
+        self, passages: Sequence[PassageRow], chat: CachedChat | None, count: TokenCount | None = None
+    ) -> PeerEstimate:
+        """Requests and input tokens of building the tree over `passages` (each content once), without
+        clustering: a layer of m nodes averaging t tokens is assumed to make ceil(m / max(2, B // t)) clusters,
+        B the re-clustering budget (3,500), i.e. clusters filled to the budget, each node sent once. That is a
+        lower bound on requests (the mixture often makes smaller clusters, soft membership repeats a node) and
+        close on input tokens (every node's text is sent about once per layer). Summaries are assumed to be
+        `SUMMARY_TOKENS` long; layers stop as the build does (at most `dim` + 1 nodes, `max_layers`). The
+        response cache is not consulted: which clusters it holds is only known by clustering."""
+        counter = count or default_counter()
+        unique = {p.content_hash: p for p in passages}
+        sizes = [counter(passage_block(p.title, p.text)) for p in unique.values()]
+        overhead = message_tokens(summary_messages([]), counter)
+        per_text = counter("Text 100:\n\n\n")
+        calls = tokens = 0
+        for _ in range(self.settings.max_layers):
+            if len(sizes) <= self.settings.clustering.dim + 1:
+                break
+            mean = max(1, sum(sizes) // len(sizes))
+            clusters = -(-len(sizes) // max(2, self.settings.clustering.max_tokens // mean))
+            calls += clusters
+            tokens += sum(sizes) + len(sizes) * per_text + clusters * overhead
+            sizes = [SUMMARY_TOKENS] * clusters
+        return PeerEstimate(self.owner, len(unique), calls, tokens, 0)
+
+
+METHOD = Raptor()

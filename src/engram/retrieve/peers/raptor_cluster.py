@@ -1,0 +1,152 @@
+"""RAPTOR's clustering as pure functions over numpy arrays (after Sarthi et al., 2024, "RAPTOR: Recursive
+Abstractive Processing for Tree-Organized Retrieval", section 3): the node vectors are reduced with UMAP, a
+Gaussian mixture whose component count is chosen by BIC clusters them, and a node belongs to every component
+whose posterior probability exceeds a threshold (soft clustering). Clustering runs twice: globally (UMAP with
+about sqrt(n) neighbours) and then locally inside each global cluster (few neighbours). A cluster whose texts
+together exceed the summariser's token budget is clustered again on its own.
+
+Everything is seeded, so the same vectors in the same order give the same clusters (the tree's summaries are
+then the same requests, answered by the stored nodes or the response cache). scikit-learn and umap-learn are
+imported on first use (the `peers` extra).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.errors import MissingDependencyError
+
+Points = npt.NDArray[np.floating[Any]]
+Cluster = tuple[int, ...]  # sorted indices into the clustered points
+MAX_DEPTH = 8  # re-clustering an oversized cluster goes this deep before it is cut by the budget
+
+
+@dataclass(frozen=True)
+class Clustering:
+    """`dim`: UMAP's target dimensions (RAPTOR's reduction dimension, 10); groups of at most `dim` + 1 points
+    are one cluster; `threshold`: the posterior probability above which a point joins a component (0.1);
+    `max_clusters`: the most mixture components BIC chooses from (50); `local_neighbors`: UMAP's neighbours
+    inside a global cluster (10); `max_tokens`: a cluster whose texts exceed it is clustered again (3,500);
+    `seed`: UMAP's and the mixture's random state."""
+
+    dim: int = 10
+    threshold: float = 0.1
+    max_clusters: int = 50
+    local_neighbors: int = 10
+    max_tokens: int = 3500
+    seed: int = 224
+
+
+def _missing(exc: ImportError) -> MissingDependencyError:
+    return MissingDependencyError(f"raptor clusters with UMAP and scikit-learn ({exc}): pip install 'engram[peers]'")
+
+
+def reduce(points: Points, neighbors: int, c: Clustering) -> Points:
+    """`points` in `c.dim` dimensions by UMAP (cosine metric, seeded); groups too small for UMAP (at most
+    `c.dim` + 1 points) are returned unchanged."""
+    n = len(points)
+    if n <= c.dim + 1:
+        return points
+    try:
+        import umap  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as exc:
+        raise _missing(exc) from exc
+    with warnings.catch_warnings():  # UMAP warns that a seed makes it single-threaded, and about tiny graphs
+        warnings.simplefilter("ignore")
+        reducer = umap.UMAP(
+            n_neighbors=max(2, min(neighbors, n - 1)),
+            n_components=min(c.dim, n - 2),
+            metric="cosine",
+            random_state=c.seed,
+            n_jobs=1,
+        )
+        return np.asarray(reducer.fit_transform(np.asarray(points, dtype=np.float32)), dtype=np.float64)
+
+
+def memberships(points: Points, c: Clustering) -> list[Cluster]:
+    """Soft clusters of `points` (n x d): a Gaussian mixture (full covariances) with the component count of the
+    lowest BIC, from 1 to `c.max_clusters` but at most n / (d + 1): a Gaussian in d dimensions is degenerate on
+    d points or fewer, and BIC rewards components that collapse onto such a handful (without the cap, three
+    well-separated blobs of 20 points in 10 dimensions came out as 13 clusters). Each point joins every
+    component whose posterior probability exceeds `c.threshold`, and at least its most probable one. Distinct
+    non-empty clusters, ordered by first member."""
+    n = len(points)
+    if n < 3:
+        return [tuple(range(n))] if n else []
+    try:
+        from sklearn.mixture import GaussianMixture  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as exc:
+        raise _missing(exc) from exc
+    data = np.asarray(points, dtype=np.float64)
+    best: Any = None
+    best_bic = math.inf
+    most = max(1, min(c.max_clusters, n // (data.shape[1] + 1)))
+    with warnings.catch_warnings():  # a mixture that has not converged still has a BIC
+        warnings.simplefilter("ignore")
+        for k in range(1, most + 1):
+            try:
+                model = GaussianMixture(n_components=k, random_state=c.seed).fit(data)
+            except ValueError:  # ill-defined covariances: more components than the points support
+                break
+            bic = float(model.bic(data))
+            if bic < best_bic:
+                best, best_bic = model, bic
+    probs = best.predict_proba(data)
+    member = probs > c.threshold
+    member[np.arange(n), probs.argmax(axis=1)] = True
+    found = {tuple(int(i) for i in np.flatnonzero(member[:, j])) for j in range(member.shape[1])}
+    return sorted(f for f in found if f)
+
+
+def split_by_budget(members: Cluster, tokens: Sequence[int], budget: int) -> list[Cluster]:
+    """`members` cut, in order, into runs whose tokens fit `budget` (a node larger than it stays alone): the
+    last resort for a cluster the mixture will not split."""
+    runs: list[list[int]] = [[]]
+    used = 0
+    for i in members:
+        if runs[-1] and used + tokens[i] > budget:
+            runs.append([])
+            used = 0
+        runs[-1].append(i)
+        used += tokens[i]
+    return [tuple(r) for r in runs if r]
+
+
+def _two_level(points: Points, c: Clustering) -> list[Cluster]:
+    """Global clusters (UMAP with about sqrt(n) neighbours), then local clusters inside each one."""
+    n = len(points)
+    if n <= c.dim + 1:
+        return [tuple(range(n))] if n else []
+    out: set[Cluster] = set()
+    for group in memberships(reduce(points, int(math.sqrt(n - 1)), c), c):
+        if len(group) <= c.dim + 1:
+            out.add(group)
+            continue
+        sub = points[list(group)]
+        for local in memberships(reduce(sub, c.local_neighbors, c), c):
+            out.add(tuple(group[i] for i in local))
+    return sorted(out)
+
+
+def cluster_points(points: Points, tokens: Sequence[int], c: Clustering, depth: int = 0) -> list[Cluster]:
+    """RAPTOR's clusters of `points` (one row per node; `tokens[i]` the tokens of node i's text): global then
+    local soft clustering; a cluster of several nodes whose tokens exceed `c.max_tokens` is clustered again on
+    its own (cut by the budget when that does not split it, or after `MAX_DEPTH` rounds). Sorted, distinct."""
+    out: set[Cluster] = set()
+    for members in _two_level(points, c):
+        if len(members) == 1 or sum(tokens[i] for i in members) <= c.max_tokens:
+            out.add(members)
+            continue
+        inner = [tokens[i] for i in members]
+        parts = cluster_points(points[list(members)], inner, c, depth + 1) if depth < MAX_DEPTH else []
+        if len(parts) < 2:
+            parts = split_by_budget(tuple(range(len(members))), inner, c.max_tokens)
+        out.update(tuple(members[i] for i in part) for part in parts)
+    return sorted(out)

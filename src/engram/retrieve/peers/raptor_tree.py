@@ -1,0 +1,194 @@
+"""RAPTOR's tree over a memory, kept in step with its alive passages. The leaves are the passages themselves
+(each content once, with the memory's passage vectors; they are not copied into RAPTOR's tables); the summary
+nodes live in `raptor_nodes`: layer, text, vector, children and the leaf passages each covers.
+
+`sync` rebuilds the tree from the alive leaves whenever they changed (or when the last build missed a summary
+and an LLM is here to retry it): cluster the layer's nodes (`raptor_cluster`), summarise each cluster, embed the
+summaries, and repeat on the summaries. A node's id is the hash of its summary request (the texts of its
+children in id order), and a stored node with that id is reused without asking, so a rebuild after a write
+spends LLM calls only on clusters whose membership changed. A summary request that fails is recorded in
+`raptor_failed` and asked again by the next sync; the tree is built from the summaries that exist."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.llm.json_reply import JsonRequest
+from engram.retrieve.peers.base import PeerHost, PeerSync
+from engram.retrieve.peers.graphrag_index import ask_all
+from engram.retrieve.peers.lightrag_prompts import passage_block
+from engram.retrieve.peers.lightrag_query import passages_of
+from engram.retrieve.peers.lightrag_rows import digest_of, text_hash, vectors_for
+from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points
+from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM, read_summary, summary_messages
+from engram.store.peer_tables import PeerTables
+from engram.tokens import default_counter
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS raptor_nodes (
+    id TEXT PRIMARY KEY, layer INTEGER NOT NULL, text TEXT NOT NULL, children TEXT NOT NULL,
+    leaves TEXT NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS raptor_failed (
+    id TEXT PRIMARY KEY, layer INTEGER NOT NULL, children TEXT NOT NULL, error TEXT NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS raptor_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+METHOD = "raptor"
+SUMMARY = JsonRequest(what="RAPTOR cluster summary")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """`clustering`: UMAP and mixture parameters (`raptor_cluster.Clustering`); `max_layers`: summary layers
+    at most (RAPTOR's num_layers, 5). A layer of at most `clustering.dim` + 1 nodes is not clustered (the
+    tree ends there), nor one whose clustering would not make fewer nodes."""
+
+    clustering: Clustering = field(default_factory=Clustering)
+    max_layers: int = 5
+
+    def key(self) -> str:
+        return json.dumps({**asdict(self), "prompt": SUMMARY_SYSTEM}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A tree node: a leaf (layer 0, its id the passage's content hash) or a summary."""
+
+    id: str
+    layer: int
+    text: str
+    children: tuple[str, ...]
+    leaves: tuple[str, ...]
+    vector: bytes
+
+
+@dataclass
+class Layer:
+    """What summarising one layer produced: its nodes, and the clusters that failed (id -> children, reason)."""
+
+    nodes: list[Node]
+    failed: dict[str, tuple[tuple[str, ...], str]]
+    asked: int = 0  # summaries the LLM wrote for this layer (the others were stored)
+
+
+def state(tables: PeerTables) -> dict[str, str]:
+    return {str(k): str(v) for k, v in tables.read("SELECT key, value FROM raptor_state")}
+
+
+def leaf_nodes(host: PeerHost) -> list[Node]:
+    """The alive passages as leaves, each content once, in content-hash order, with the passage vectors."""
+    out = []
+    for h, rows in sorted(passages_of(host.view).items()):
+        p = host.view.passages[rows[0]]
+        vector = np.asarray(host.view.passage_vectors[rows[0]], dtype=np.float32).tobytes()
+        out.append(Node(h, 0, passage_block(p.title, p.text), (), (h,), vector))
+    return out
+
+
+def node_id(layer: int, texts: Sequence[str]) -> str:
+    """The id of the summary node whose request carries `texts`: SHA-256 of the layer and the request."""
+    request = json.dumps([layer, summary_messages(texts)], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(request.encode("utf-8")).hexdigest()
+
+
+def sync(host: PeerHost, settings: Settings) -> PeerSync:
+    """Rebuild the tree when the alive leaves changed since the last build, or when that build missed a summary
+    and an LLM is here to ask again; otherwise nothing."""
+    report = PeerSync(METHOD)
+    leaves = leaf_nodes(host)
+    digest = digest_of([*(n.id for n in leaves), settings.key()])
+    held = state(host.tables)
+    if held.get("built") != digest or (held.get("complete") != "1" and host.chat is not None):
+        build(host, leaves, digest, settings, report)
+    failed = int(host.tables.read("SELECT COUNT(*) FROM raptor_failed")[0][0])
+    report.stats = {**stats(host.tables), "pending": failed if host.chat is None else 0}
+    return report
+
+
+def build(host: PeerHost, leaves: list[Node], digest: str, settings: Settings, report: PeerSync) -> None:
+    stored = {
+        str(i): Node(str(i), int(layer), str(text), tuple(json.loads(c)), tuple(json.loads(lv)), bytes(v))
+        for i, layer, text, c, lv, v in host.tables.read("SELECT * FROM raptor_nodes")
+    }
+    counter = default_counter()
+    tree: list[Node] = []
+    failed: dict[str, tuple[int, tuple[str, ...], str]] = {}
+    nodes = leaves
+    for layer in range(1, settings.max_layers + 1):
+        if len(nodes) <= settings.clustering.dim + 1:
+            break
+        clusters = cluster_points(_matrix(nodes), [counter(n.text) for n in nodes], settings.clustering)
+        if len(clusters) >= len(nodes):
+            break
+        made = summarise(host, layer, [[nodes[i] for i in c] for c in clusters], stored)
+        report.extracted += made.asked
+        failed.update({i: (layer, kids, why) for i, (kids, why) in made.failed.items()})
+        tree += made.nodes
+        nodes = sorted(made.nodes, key=lambda n: n.id)
+        if not nodes:
+            break
+    report.failed = len(failed)
+    report.removed = len(set(stored) - {n.id for n in tree})
+    report.embedded = len({n.id for n in tree} - set(stored))
+    write(host.tables, tree, failed, digest)
+
+
+def _matrix(nodes: Sequence[Node]) -> npt.NDArray[np.float32]:
+    return np.frombuffer(b"".join(n.vector for n in nodes), dtype=np.float32).reshape(len(nodes), -1)
+
+
+def summarise(host: PeerHost, layer: int, clusters: list[list[Node]], stored: dict[str, Node]) -> Layer:
+    """The summary node of each cluster: a stored node with the same request is reused, the others are asked
+    (concurrently) and their summaries embedded (passage role)."""
+    wanted: dict[str, list[Node]] = {}
+    for members in clusters:
+        kids = sorted(members, key=lambda n: n.id)
+        wanted[node_id(layer, [k.text for k in kids])] = kids
+    new = {i: summary_messages([k.text for k in kids]) for i, kids in wanted.items() if i not in stored}
+    asked = ask_all(host, new, read_summary, SUMMARY, f"{METHOD} layer {layer}")
+    texts = {i: str(t) for i, t in asked.replies.items()}
+    vectors = vectors_for(host, list(texts.values()), {})
+    out = Layer([], {i: (tuple(k.id for k in wanted[i]), why) for i, why in asked.failed.items()}, len(texts))
+    for i, kids in sorted(wanted.items()):
+        if i in stored:
+            out.nodes.append(stored[i])
+        elif i in texts:
+            covered = tuple(sorted({leaf for k in kids for leaf in k.leaves}))
+            out.nodes.append(Node(i, layer, texts[i], tuple(k.id for k in kids), covered, vectors[text_hash(texts[i])]))
+    return out
+
+
+def write(
+    tables: PeerTables, tree: list[Node], failed: dict[str, tuple[int, tuple[str, ...], str]], digest: str
+) -> None:
+    now = time.time()
+    with tables.transaction() as db:
+        db.execute("DELETE FROM raptor_nodes")
+        db.execute("DELETE FROM raptor_failed")
+        db.executemany(
+            "INSERT OR REPLACE INTO raptor_nodes VALUES (?, ?, ?, ?, ?, ?)",
+            [(n.id, n.layer, n.text, json.dumps(n.children), json.dumps(n.leaves), n.vector) for n in tree],
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO raptor_failed VALUES (?, ?, ?, ?, ?)",
+            [(i, layer, json.dumps(kids), why, now) for i, (layer, kids, why) in sorted(failed.items())],
+        )
+        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('built', ?)", (digest,))
+        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('complete', ?)", ("0" if failed else "1",))
+        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('generation', ?)", (str(time.time_ns()),))
+
+
+def stats(tables: PeerTables) -> dict[str, int]:
+    rows = tables.read("SELECT layer, COUNT(*) FROM raptor_nodes GROUP BY layer")
+    failed = int(tables.read("SELECT COUNT(*) FROM raptor_failed")[0][0])
+    return {
+        "summaries": sum(int(n) for _, n in rows),
+        "layers": max((int(layer) for layer, _ in rows), default=0),
+        "failed": failed,
+    }

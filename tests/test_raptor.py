@@ -1,0 +1,231 @@
+"""The `raptor` peer method: its clustering on hand-made points with known structure (blobs, a point between two
+blobs, oversized clusters, tiny inputs) and its collapsed-tree selection; end to end through the scripted
+OpenAI-compatible server: added to an existing memory, kept in step by index and delete (only changed clusters
+are summarised again), re-opened, estimated, and a malformed summary reply recorded and retried."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram import Document, Memory
+from engram.embed import HashEmbedder
+from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points, memberships, reduce, split_by_budget
+from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM
+from engram.retrieve.peers.raptor_query import expand, fill_budget
+from fake_openai import FakeOpenAI, last_user_text, openie_answer, reply
+
+TOPICS = {
+    "volcano": "volcano lava eruption crater magma ash",
+    "violin": "violin orchestra concerto bow strings music",
+    "harbour": "harbour ships cargo port dock sailors",
+}
+NAMES = ["Aldo", "Berit", "Cyrus", "Dana", "Emil", "Farah", "Gustav", "Hanna", "Ivo", "Jana", "Kofi", "Lena"]
+
+
+def topic_docs() -> list[Document]:
+    return [
+        Document(f"{topic}-{i}", f"{name} studied the {words} in part {i} of the {topic} survey.")
+        for topic, words in TOPICS.items()
+        for i, name in enumerate(NAMES)
+    ]
+
+
+def blobs(rng: np.random.Generator, sizes: list[int], dim: int = 32, spread: float = 0.05) -> np.ndarray:
+    parts = []
+    for axis, size in enumerate(sizes):
+        centre = np.zeros(dim)
+        centre[axis] = 1.0
+        parts.append(centre + spread * rng.standard_normal((size, dim)))
+    return np.vstack(parts)
+
+
+def blob_of(i: int, sizes: list[int]) -> int:
+    return int(np.searchsorted(np.cumsum(sizes), i, side="right"))
+
+
+# clustering on hand-made points ----------------------------------------------------------------------------
+def test_well_separated_blobs_are_recovered_and_clustering_is_deterministic() -> None:
+    sizes = [15, 15, 15]
+    points = blobs(np.random.default_rng(0), sizes)
+    c = Clustering()
+    # the global step (UMAP with sqrt(n) neighbours, then the mixture chosen by BIC) finds exactly the blobs
+    found = memberships(reduce(points, int(math.sqrt(len(points) - 1)), c), c)
+    assert found == [tuple(range(0, 15)), tuple(range(15, 30)), tuple(range(30, 45))]
+    clusters = cluster_points(points, [10] * len(points), c)
+    assert {i for cl in clusters for i in cl} == set(range(len(points)))  # every point is in a cluster
+    assert all(len({blob_of(i, sizes) for i in cl}) == 1 for cl in clusters)  # no cluster mixes two blobs
+    assert cluster_points(points, [10] * len(points), c) == clusters  # seeded: the same clusters again
+
+
+def test_a_point_between_two_blobs_belongs_to_both() -> None:
+    grid = np.linspace(-1.5, 1.5, 6)
+    left = np.array([-2.5, 0.0]) + np.array([(a, b) for a in grid for b in grid[:5]])  # 30 points
+    points = np.vstack([left, -left, [[0.0, 0.0]]])  # two mirrored blobs and their midpoint (row 60)
+    two = Clustering(max_clusters=2)  # the component count fixed at two: this checks the soft membership
+    assert memberships(points, two) == [(*range(0, 30), 60), (*range(30, 60), 60)]  # posterior ~1/2 each
+    strict = memberships(points, Clustering(max_clusters=2, threshold=0.6))
+    assert sorted(map(len, strict)) == [30, 31]  # above 0.6 it joins only its most probable component
+
+
+def test_oversized_clusters_are_clustered_again_until_they_fit() -> None:
+    sizes = [15, 15, 15]
+    points = blobs(np.random.default_rng(0), sizes)
+    whole = [tuple(range(0, 15)), tuple(range(15, 30)), tuple(range(30, 45))]
+    assert cluster_points(points, [100] * 45, Clustering()) == whole  # 1,500 tokens each: within 3,500
+    split = cluster_points(points, [100] * 45, Clustering(max_tokens=1000))
+    assert len(split) > 3 and all(100 * len(cl) <= 1000 for cl in split)
+    assert all(len({blob_of(i, sizes) for i in cl}) == 1 for cl in split)
+    assert sorted(i for cl in split for i in cl) == list(range(45))
+    # a node above the budget alone stays alone; the others are cut in order into runs that fit
+    assert split_by_budget((3, 5, 7, 9), [0, 0, 0, 40, 0, 300, 0, 30, 0, 50], 100) == [(3,), (5,), (7, 9)]
+
+
+def test_tiny_inputs_are_one_cluster() -> None:
+    c = Clustering()
+    assert cluster_points(np.zeros((0, 8)), [], c) == []
+    assert cluster_points(np.ones((1, 8)), [5], c) == [(0,)]
+    few = np.random.default_rng(3).standard_normal((11, 8))
+    assert cluster_points(few, [5] * 11, c) == [tuple(range(11))]  # at most dim + 1 points: no UMAP
+    assert memberships(np.ones((2, 3)), c) == [(0, 1)]
+
+
+def test_collapsed_tree_budget_and_passage_order() -> None:
+    assert fill_budget([500, 800, 900, 10], 2000) == 2  # stops at the first node that does not fit
+    assert fill_budget([], 2000) == 0
+    # leaves 0..3; node 4 summarises leaves 1, 2, 3; node 5 summarises 0 and 3
+    covers = [[0], [1], [2], [3], [1, 2, 3], [0, 3]]
+    leaf_score = np.array([0.1, 0.5, 0.9, 0.3])
+    assert expand([2, 4, 5], covers, leaf_score, 10) == [(2, 2), (1, 4), (3, 4), (0, 5)]
+    assert expand([4, 2], covers, leaf_score, 2) == [(2, 4), (1, 4)]
+
+
+# end to end through the scripted server ---------------------------------------------------------------------
+def summary_of(user: str) -> str:
+    found = [t for t, words in TOPICS.items() if words in user]
+    texts = user.count("Text ")
+    return json.dumps({"summary": f"A summary of {texts} texts about the {' and '.join(found)} survey."})
+
+
+def handler(broken: str = "") -> Any:
+    def handle(request: dict[str, Any]) -> Any:
+        answer = openie_answer(request)
+        if answer is not None:
+            return reply(answer)
+        if request["messages"][0]["content"] == SUMMARY_SYSTEM:
+            user = last_user_text(request)
+            if broken and (TOPICS[broken] in user or "could not be used" in user):
+                return reply("not json at all")
+            return reply(summary_of(user))
+        return None
+
+    return handle
+
+
+def summary_requests(fake: FakeOpenAI) -> int:
+    return sum(1 for r in fake.requests if r["messages"][0]["content"] == SUMMARY_SYSTEM)
+
+
+def open_memory(path: Path, fake: FakeOpenAI) -> Memory:
+    return Memory(path, embedder=HashEmbedder(), llm=fake.chat())
+
+
+def test_raptor_added_kept_in_step_and_reopened(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = handler()
+    docs = topic_docs()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(docs[:-1])  # harbour-11 comes later
+        estimate = memory.estimate_method("raptor")
+        assert estimate.passages == 35 and estimate.calls >= 1 and estimate.input_tokens > 0
+        assert summary_requests(fake_llm) == 0  # estimating asks nothing
+        done = memory.add_method("raptor")
+        assert (done.extracted, done.failed) == (3, 0) and summary_requests(fake_llm) == 3
+        assert done.stats == {"summaries": 3, "layers": 1, "failed": 0, "pending": 0}
+        found = memory.retrieve("lava eruption of the volcano", top_k=5, method="raptor")[0]
+        assert found.method == "raptor" and [p.id.split("-")[0] for p in found.passages] == ["volcano"] * 5
+        notes = [p.metadata["raptor"] for p in found.passages]
+        assert notes[0]["in_context"] and {n["layer"] for n in notes} <= {0, 1}
+        broad = memory.retrieve("A summary of texts about the harbour survey", top_k=4, method="raptor")[0]
+        via = broad.passages[0].metadata["raptor"]
+        assert via["layer"] == 1 and "harbour" in via["summary"]  # the summary ranked first brings its passages
+        assert {p.id.split("-")[0] for p in broad.passages} == {"harbour"}
+        costs = memory.method_costs("raptor")
+        assert costs["phases"]["index"]["calls"] == 3 and costs["phases"]["query"]["calls"] == 0
+        assert costs["index"]["summaries"] == 3 and costs["disk_bytes"] > 0
+
+        report = memory.index([docs[-1]])  # one harbour passage more: only the harbour cluster is asked again
+        assert report.stats["raptor_extracted"] == 1 and summary_requests(fake_llm) == 4
+        memory.delete(["volcano-2"])
+        assert summary_requests(fake_llm) == 5  # fewer than the first build's 3: only the volcano cluster
+        after = memory.retrieve("Cyrus studied the volcano lava eruption crater magma ash in part 2", top_k=30,
+                                method="raptor")[0]  # fmt: skip
+        assert "volcano-2" not in [p.id for p in after.passages] and len(after.passages) == 30
+        ids = [p.id for p in after.passages]
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        again = memory.retrieve("Cyrus studied the volcano lava eruption crater magma ash in part 2", top_k=30,
+                                method="raptor")[0]  # fmt: skip
+        assert [p.id for p in again.passages] == ids
+        assert memory.method_costs("raptor")["index"]["summaries"] == 3
+        memory.add_method("raptor")  # nothing changed: nothing is asked
+    assert summary_requests(fake_llm) == 5
+
+
+def test_a_malformed_summary_reply_is_recorded_and_retried(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = handler(broken="violin")
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(topic_docs())
+        done = memory.add_method("raptor")  # the violin cluster's reply is unusable, even after the repair
+        assert (done.extracted, done.failed) == (2, 1) and done.stats["summaries"] == 2
+        found = memory.retrieve("violin concerto", top_k=3, method="raptor")[0]
+        assert [p.id.split("-")[0] for p in found.passages] == ["violin"] * 3  # its leaves are still found
+        fake_llm.handler = handler()
+        before = summary_requests(fake_llm)
+        again = memory.add_method("raptor")  # only the failed cluster is asked again
+        assert (again.extracted, again.failed) == (1, 0) and summary_requests(fake_llm) == before + 1
+        assert again.stats["summaries"] == 3
+
+
+def test_writes_without_an_llm_drop_stale_summaries(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = handler()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(topic_docs())
+        memory.add_method("raptor")
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
+        report = memory.delete(["violin-0"])  # the violin cluster's summary covered it: dropped, pending
+        assert report.stats["raptor_pending"] == 1
+        assert memory.method_costs("raptor")["index"]["summaries"] == 2
+        found = memory.retrieve("violin orchestra", top_k=20, method="raptor")[0]  # no LLM needed to query
+        assert "violin-0" not in [p.id for p in found.passages]
+    calls = summary_requests(fake_llm)
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        done = memory.add_method("raptor")
+        assert done.extracted == 1 and done.stats["summaries"] == 3 and summary_requests(fake_llm) == calls + 1
+
+
+def test_the_estimate_follows_its_stated_assumption() -> None:
+    from engram.retrieve.peers.raptor import METHOD
+    from engram.store.rows import PassageRow
+
+    rows = [PassageRow(f"p{i}", f"d{i}", None, "word " * 400, f"h{i}", {}) for i in range(40)]
+    found = METHOD.estimate([*rows, rows[0]], None)  # the repeated content counts once
+    # 40 leaves of ~500 tokens: 7 per 3,500-token cluster -> 6 clusters; 6 summaries are too few for a layer 2
+    assert (found.passages, found.calls, found.cached_calls) == (40, 6, 0)
+    assert found.input_tokens > 40 * 500
+    assert METHOD.estimate(rows[:11], None).calls == 0  # at most dim + 1 leaves: no tree
+
+
+@pytest.mark.parametrize("name", ["umap", "sklearn.mixture"])
+def test_a_missing_extra_names_the_install(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from engram.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, name, None)
+    points = np.random.default_rng(4).standard_normal((20, 8))
+    with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
+        cluster_points(points, [1] * 20, Clustering())
