@@ -4,6 +4,7 @@ and its merge and ranking steps on hand-made inputs."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -252,3 +253,21 @@ def test_incremental_updates_equal_a_full_merge(
             names.append({row[0]: row[1] for row in incremental[0]}["oslo"])
             assert incremental == full_merge(memory)
         assert names == ["OSLO", "OSLO", "OSLO", "Oslo"]  # renamed by the variant, back when it is deleted
+
+
+def test_local_and_global_modes_share_the_index_and_make_up_hybrid(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.handler = handler()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        done = memory.add_method("lightrag-local")  # the mode's name adds LightRAG's one index
+        assert done.method == "lightrag" and memory.method_costs("lightrag")["index"]["chunks"] == 5
+        report = memory.index([BERGEN], extractions=EXTRA)
+        assert report.stats["lightrag_extracted"] == 1 and "lightrag-local_extracted" not in report.stats
+        question = "What is the capital of Norway?"
+        found = {m: memory.retrieve(question, top_k=6, method=m)[0] for m in ("lightrag-local", "lightrag-global")}
+        hybrid = memory.retrieve(question, top_k=6, method="lightrag")[0]
+    assert [r.method for r in found.values()] == ["lightrag-local", "lightrag-global"]
+    local, overall = ([p.id for p in r.passages] for r in found.values())
+    assert local and overall and local != overall
+    interleaved = list(dict.fromkeys(x for pair in itertools.zip_longest(local, overall) for x in pair if x))
+    assert [p.id for p in hybrid.passages] == interleaved[:6]

@@ -20,9 +20,12 @@ from engram.types import Retrieval
 
 __all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add", "estimate", "peer", "sync_all"]
 
-# method name -> module whose `METHOD` implements it
+# method name -> module whose `METHOD` implements it ("module:NAME": the module's NAME instead; names sharing
+# one index, such as LightRAG's query modes, share an owner)
 PEERS = {
     "lightrag": "engram.retrieve.peers.lightrag",
+    "lightrag-local": "engram.retrieve.peers.lightrag:LOCAL",
+    "lightrag-global": "engram.retrieve.peers.lightrag:GLOBAL",
     "graphrag-local": "engram.retrieve.peers.graphrag",
     "raptor": "engram.retrieve.peers.raptor",
 }
@@ -31,14 +34,20 @@ PEERS = {
 def peer(name: str) -> PeerMethod:
     if name not in PEERS:
         raise InputError(f"unknown peer method {name!r}; choose one of {', '.join(PEERS)}")
-    method: PeerMethod = import_module(PEERS[name]).METHOD
+    module, _, attr = PEERS[name].partition(":")
+    method: PeerMethod = getattr(import_module(module), attr or "METHOD")
     return method
 
 
 def enabled(tables: PeerTables) -> list[str]:
-    """The peer methods the memory holds."""
+    """The peer indexes the memory holds, each by the first method name that owns it."""
     held = tables.methods()
-    return [name for name in PEERS if peer(name).owner in held]
+    owners = {name: peer(name).owner for name in PEERS}
+    return [name for name, owner in owners.items() if owner in held and name == _first(owners, owner)]
+
+
+def _first(owners: dict[str, str], owner: str) -> str:
+    return next(name for name, held in owners.items() if held == owner)
 
 
 def add(name: str, host: PeerHost, require_llm: bool = True) -> PeerSync:

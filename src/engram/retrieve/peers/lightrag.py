@@ -28,7 +28,8 @@ REPLY_SHARE = 1.0
 @dataclass(frozen=True)
 class LightRAG:
     """`gleanings`: extra "what did you miss" requests per chunk (LightRAG's entity_extract_max_gleaning, 1);
-    `top_entities`, `top_relations`: entities and relations retrieved per query (LightRAG's top_k, 60)."""
+    `top_entities`, `top_relations`: entities and relations retrieved per query (LightRAG's top_k, 60);
+    `mode`: which side ranks the chunks: "local" (entities), "global" (relations) or "hybrid" (both)."""
 
     gleanings: int = 1
     top_entities: int = 60
@@ -37,12 +38,13 @@ class LightRAG:
     version: int = 1
     schema: str = lightrag_index.SCHEMA
     needs_llm: bool = True
+    mode: str = "hybrid"
 
     def sync(self, host: PeerHost) -> PeerSync:
         return lightrag_index.sync(host, self.gleanings)
 
     def retrieve(self, ctx: RetrievalContext, tables: PeerTables, queries: list[str], k: int) -> list[Retrieval]:
-        return lightrag_query.retrieve(ctx, tables, queries, k, self.top_entities, self.top_relations)
+        return lightrag_query.retrieve(ctx, tables, queries, k, self.top_entities, self.top_relations, self.mode)
 
     def stats(self, tables: PeerTables) -> dict[str, int]:
         return lightrag_index.stats(tables)
@@ -60,3 +62,6 @@ class LightRAG:
 
 
 METHOD = LightRAG()
+# the same index searched by one side only (LightRAG's local and global query modes)
+LOCAL = LightRAG(mode="local")
+GLOBAL = LightRAG(mode="global")

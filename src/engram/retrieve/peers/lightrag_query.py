@@ -149,8 +149,16 @@ def as_passages(view: GraphIndex, ranked: Sequence[tuple[str, float]], k: int) -
 
 
 def retrieve(
-    ctx: RetrievalContext, tables: PeerTables, queries: list[str], k: int, top_entities: int, top_relations: int
+    ctx: RetrievalContext,
+    tables: PeerTables,
+    queries: list[str],
+    k: int,
+    top_entities: int,
+    top_relations: int,
+    mode: str = "hybrid",
 ) -> list[Retrieval]:
+    """`mode` "local" ranks the chunks of the entity hits, "global" those of the relation hits, "hybrid" both
+    round-robin; the LLM is asked for both keyword lists in every mode (as LightRAG does)."""
     assert ctx.chat is not None  # checked by engram.retrieve.peers.retrieve
     keywords = query_keywords(ctx.chat, queries)
     low = [", ".join(lo) or q for q, (_, lo) in zip(queries, keywords)]
@@ -164,6 +172,8 @@ def retrieve(
         local = rank_chunks([(s, entities.sources[r]) for r, s in ent_hits])
         overall = rank_chunks([(s, relations.sources[r]) for r, s in rel_hits])
         facts = [Fact(*relations.labels[r], score=s) for r, s in rel_hits[:5]]
-        passages = as_passages(ctx.view, round_robin([local, overall]), k)
-        out.append(Retrieval(q, passages, "lightrag", facts=facts, candidate_facts=facts))
+        sides = {"local": [local], "global": [overall]}.get(mode, [local, overall])
+        passages = as_passages(ctx.view, round_robin(sides), k)
+        name = "lightrag" if mode == "hybrid" else f"lightrag-{mode}"
+        out.append(Retrieval(q, passages, name, facts=facts, candidate_facts=facts))
     return out
