@@ -219,13 +219,38 @@ def test_the_estimate_follows_its_stated_assumption() -> None:
     assert METHOD.estimate(rows[:11], None).calls == 0  # at most dim + 1 leaves: no tree
 
 
-@pytest.mark.parametrize("name", ["umap", "sklearn.mixture"])
+@pytest.mark.parametrize("name", ["umap", "sklearn"])
 def test_a_missing_extra_names_the_install(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     from engram.errors import MissingDependencyError
+    from engram.retrieve.peers.raptor import METHOD
 
     monkeypatch.setitem(sys.modules, name, None)
     points = np.random.default_rng(4).standard_normal((20, 8))
     with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
         cluster_points(points, [1] * 20, Clustering())
+    with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
+        METHOD.ready()  # asked before the method's tables are made
+
+
+def test_add_method_and_retrieve_on_the_command_line(
+    tmp_path: Path, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engram.cli import main
+
+    for name in ("ENGRAM_LLM_BASE_URL", "ENGRAM_LLM_MODEL", "ENGRAM_EMBEDDER"):
+        monkeypatch.delenv(name, raising=False)
+    fake_llm.handler = handler()
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(topic_docs())
+    common = ["--memory", str(tmp_path / "m"), "--embedder", "hash"]
+    llm = ["--llm-base-url", fake_llm.base_url, "--llm-model", "fake-model"]
+    assert main(["add-method", "raptor", *common, *llm]) == 0
+    added = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert added["index"]["summaries"] == 3 and added["costs"]["phases"]["index"]["calls"] == 3
+    query = "A summary of texts about the violin survey"
+    assert main(["retrieve", query, *common, "--method", "raptor", "--top-k", "3", "--json"]) == 0  # no LLM
+    found = json.loads(capsys.readouterr().out)
+    assert [p["metadata"]["raptor"]["layer"] for p in found["passages"]] == [1, 1, 1]
+    assert "violin" in found["passages"][0]["metadata"]["raptor"]["summary"]

@@ -15,6 +15,7 @@ from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers import raptor_query, raptor_tree
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
 from engram.retrieve.peers.lightrag_prompts import passage_block
+from engram.retrieve.peers.raptor_cluster import check_installed
 from engram.retrieve.peers.raptor_prompts import summary_messages
 from engram.retrieve.peers.raptor_tree import Settings
 from engram.store.peer_tables import PeerTables
@@ -38,6 +39,11 @@ class Raptor:
     schema: str = raptor_tree.SCHEMA
     needs_llm: bool = True
     query_llm: bool = False
+
+    def ready(self) -> None:
+        """Raises `MissingDependencyError` naming `pip install 'engram[peers]'` when UMAP or scikit-learn is
+        missing, before the method's tables are made."""
+        check_installed()
 
     def sync(self, host: PeerHost) -> PeerSync:
         return raptor_tree.sync(host, self.settings)

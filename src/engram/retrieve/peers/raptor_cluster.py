@@ -12,6 +12,7 @@ imported on first use (the `peers` extra).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 from collections.abc import Sequence
@@ -46,6 +47,18 @@ class Clustering:
 
 def _missing(exc: ImportError) -> MissingDependencyError:
     return MissingDependencyError(f"raptor clusters with UMAP and scikit-learn ({exc}): pip install 'engram[peers]'")
+
+
+def check_installed() -> None:
+    """Raises `MissingDependencyError` naming the extra when umap-learn or scikit-learn is missing (without
+    importing them: UMAP takes seconds to import)."""
+    for name in ("umap", "sklearn"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError, AttributeError):  # a module blocked in sys.modules, a broken install
+            found = False
+        if not found:
+            raise _missing(ImportError(f"No module named {name!r}"))
 
 
 def reduce(points: Points, neighbors: int, c: Clustering) -> Points:

@@ -81,10 +81,11 @@ def state(tables: PeerTables) -> dict[str, str]:
     return {str(k): str(v) for k, v in tables.read("SELECT key, value FROM raptor_state")}
 
 
-def leaf_nodes(host: PeerHost) -> list[Node]:
-    """The alive passages as leaves, each content once, in content-hash order, with the passage vectors."""
+def leaf_nodes(host: PeerHost, alive: dict[str, list[int]]) -> list[Node]:
+    """The alive passages (`alive`: content hash -> rows) as leaves, each content once, in content-hash order,
+    with the passage vectors."""
     out = []
-    for h, rows in sorted(passages_of(host.view).items()):
+    for h, rows in sorted(alive.items()):
         p = host.view.passages[rows[0]]
         vector = np.asarray(host.view.passage_vectors[rows[0]], dtype=np.float32).tobytes()
         out.append(Node(h, 0, passage_block(p.title, p.text), (), (h,), vector))
@@ -101,11 +102,11 @@ def sync(host: PeerHost, settings: Settings) -> PeerSync:
     """Rebuild the tree when the alive leaves changed since the last build, or when that build missed a summary
     and an LLM is here to ask again; otherwise nothing."""
     report = PeerSync(METHOD)
-    leaves = leaf_nodes(host)
-    digest = digest_of([*(n.id for n in leaves), settings.key()])
+    alive = passages_of(host.view)
+    digest = digest_of([*alive, settings.key()])
     held = state(host.tables)
     if held.get("built") != digest or (held.get("complete") != "1" and host.chat is not None):
-        build(host, leaves, digest, settings, report)
+        build(host, leaf_nodes(host, alive), digest, settings, report)
     failed = int(host.tables.read("SELECT COUNT(*) FROM raptor_failed")[0][0])
     report.stats = {**stats(host.tables), "pending": failed if host.chat is None else 0}
     return report
