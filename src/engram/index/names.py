@@ -91,8 +91,10 @@ class NameTable:
         total = int(lengths.sum())
         shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
         word_of = words[shift + np.arange(total, dtype=np.int64)]
-        pairs = np.unique(np.repeat(passages, lengths) * len(self.word_ids) + word_of)
-        counts += np.bincount(pairs % len(self.word_ids), minlength=len(self.word_ids))
+        pairs = np.sort(np.repeat(passages, lengths) * len(self.word_ids) + word_of)
+        first = np.ones(len(pairs), dtype=bool)
+        first[1:] = pairs[1:] != pairs[:-1]  # each (passage, word) once
+        counts += np.bincount(pairs[first] % len(self.word_ids), minlength=len(self.word_ids))
         return counts
 
     def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:

@@ -44,7 +44,7 @@ class GraphIndex:
     fact_alive: BoolArray
     fact_vectors: Vectors
     synonyms: tuple[npt.NDArray[np.int64], FloatArray]
-    adjacency: sp.csr_matrix
+    context_weight: float
     phrase_passage_counts: FloatArray
     pending: int
     failed: int
@@ -54,18 +54,29 @@ class GraphIndex:
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
-    _compact: dict[str, tuple[npt.NDArray[np.int64], Vectors]] = field(default_factory=dict)
     _operator: list[sp.csr_matrix] = field(default_factory=list)
+    _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
     _memo: dict[str, object] = field(default_factory=dict)
     _memo_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
+    def adjacency(self) -> sp.csr_matrix:
+        """The symmetric adjacency matrix in row space (derived on first use: retrieval walks the canonical
+        graph, `walk`)."""
+        with self._cache_lock:
+            if not self._adjacency:
+                n_passages = len(self.passages)
+                self._adjacency.append(assemble_adjacency(self.tables, n_passages, self.synonyms, self.context_weight))
+            return self._adjacency[0]
+
+    @property
     def operator(self) -> sp.csr_matrix:
         """The walk operator in row space (derived on first use: retrieval walks the canonical one)."""
+        adjacency = self.adjacency
         with self._cache_lock:
             if not self._operator:
-                self._operator.append(walk_operator(self.adjacency))
+                self._operator.append(walk_operator(adjacency))
             return self._operator[0]
 
     def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
@@ -81,26 +92,24 @@ class GraphIndex:
     def n_phrases(self) -> int:
         return len(self.tables.phrases)
 
-    def _scores(self, name: str, vectors: Vectors, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
+    def _scores(self, vectors: Vectors, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
         """Cosines of the queries with every row, as (q, rows); dead rows get each query's lowest alive score.
-        The product runs over a cached copy of the alive rows in canonical (key) order, so the floats are those
-        of a memory built from scratch whatever the arrival order and deletions (BLAS may round a row
-        differently at another position or matrix shape)."""
+        Each row's dot product is numpy's own loop over that row (`einsum`, not BLAS), which gives the same
+        float at any row position and matrix size, so the scores are those of a memory built from scratch
+        whatever the arrival order and deletions, straight from the shared vectors: no per-view copy in
+        canonical order (BLAS rounds a row differently at another position or shape). One pass over the
+        vectors per query."""
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
-        rows, compact = self._compacted(name, vectors, alive)
         out = np.zeros((len(q), len(alive)), dtype=np.float64)
-        if len(rows):
-            scores = (q @ compact.T).astype(np.float64)
-            out[:] = scores.min(axis=1, keepdims=True)
-            out[:, rows] = scores
+        if not alive.any():
+            return out
+        dead = ~alive
+        for qi, vector in enumerate(q):
+            row = out[qi]
+            row[:] = np.einsum("ij,j->i", vectors[: len(alive)], vector)
+            if dead.any():
+                row[dead] = row[alive].min()
         return out
-
-    def _compacted(self, name: str, vectors: Vectors, alive: BoolArray) -> tuple[npt.NDArray[np.int64], Vectors]:
-        with self._cache_lock:
-            if name not in self._compact:
-                rows = self._canonical_rows(name, alive)
-                self._compact[name] = (rows, np.ascontiguousarray(vectors[rows]))
-            return self._compact[name]
 
     def memo(self, key: str, build: Callable[[], T]) -> T:
         """A value derived from this view (a retrieval method's lookup table), built once by whichever reader
@@ -111,24 +120,18 @@ class GraphIndex:
             return cast(T, self._memo[key])
 
     def warm(self) -> GraphIndex:
-        """Build the score caches now (on a writer's thread, so that readers of this view never wait for them)."""
-        self._compacted("passage", self.passage_vectors, self.passage_alive)
-        self._compacted("fact", self.fact_vectors, self.fact_alive)
+        """Build what readers of this view would otherwise build first (on a writer's thread); the scores
+        need no cache now, so this is a hook for the callers that warm a view (LiveIndex)."""
         return self
 
-    def _canonical_rows(self, name: str, alive: BoolArray) -> npt.NDArray[np.int64]:
-        rank = {"passage": self.passage_rank, "fact": self.fact_rank, "phrase": self.phrase_rank}[name]
-        rows = np.flatnonzero(alive)
-        return rows[np.argsort(rank[rows], kind="stable")].astype(np.int64)
-
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        return self._scores("passage", self.passage_vectors, self.passage_alive, query_vectors)
+        return self._scores(self.passage_vectors, self.passage_alive, query_vectors)
 
     def fact_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        return self._scores("fact", self.fact_vectors, self.fact_alive, query_vectors)
+        return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
 
     def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        return self._scores("phrase", self.phrase_vectors, self.phrase_alive, query_vectors)
+        return self._scores(self.phrase_vectors, self.phrase_alive, query_vectors)
 
     def rankable(self, passage_scores: FloatArray) -> FloatArray:
         """Scores with dead passages at -inf, which `top_k` never returns."""
@@ -190,8 +193,8 @@ def view(state: IndexState) -> GraphIndex:
         dropped=state.dropped(),
     )
     synonyms = state.synonyms.edges()
-    adjacency = assemble_adjacency(tables, n_passages, synonyms, state.config.context_weight)
     counts = state.stats()
+    weight = state.config.context_weight
     order = _canonical(state)
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     return GraphIndex(
@@ -204,17 +207,44 @@ def view(state: IndexState) -> GraphIndex:
         fact_alive=state.fact_alive_mask(),
         fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
-        adjacency=adjacency,
+        context_weight=weight,
         phrase_passage_counts=np.bincount(context[:, 1], minlength=n_phrases).astype(np.float64),
         pending=counts["pending"],
         failed=counts["failed"],
         node_rows=node_rows,
-        walk=symmetric_walk(adjacency[node_rows][:, node_rows]),
+        walk=symmetric_walk(_canonical_adjacency(tables, synonyms, node_rows, n_phrases + n_passages, weight)),
         passage_rank=_ranks(order["passage"], n_passages),
         phrase_rank=_ranks(order["phrase"], n_phrases),
         fact_rank=_ranks(order["fact"], len(state.facts)),
         names=state.names.snapshot(state.passage_context, state.passage_alive),
     )
+
+
+def _canonical_adjacency(
+    tables: GraphTables,
+    synonyms: tuple[npt.NDArray[np.int64], FloatArray],
+    node_rows: npt.NDArray[np.int64],
+    size: int,
+    weight: float,
+) -> sp.csr_matrix:
+    """The adjacency over the alive nodes in canonical order (node i is row-space node `node_rows[i]`), built
+    straight from the edge tables: each edge once per direction, a pair's relation and synonym weights summed
+    (two terms, so in either order the same float), column indices sorted. Equal to the row-space adjacency
+    permuted, without building and permuting it."""
+    n_phrases = len(tables.phrases)
+    position = np.full(size, -1, dtype=np.int64)  # row-space node -> canonical node (-1: dead)
+    position[node_rows] = np.arange(len(node_rows), dtype=np.int64)
+    pairs, weights = synonyms
+    src = np.concatenate([tables.relation[:, 0], pairs[:, 0], tables.context[:, 1]])
+    dst = np.concatenate([tables.relation[:, 1], pairs[:, 1], tables.context[:, 0] + n_phrases])
+    w = np.concatenate([tables.relation_support, weights, np.full(len(tables.context), weight, dtype=np.float64)])
+    a, b = position[src], position[dst]
+    keep = (a >= 0) & (b >= 0)  # edges of dead nodes (none expected) are left out, as the permutation did
+    a, b, w = a[keep], b[keep], w[keep]
+    n = len(node_rows)
+    matrix = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
+    matrix.sum_duplicates()
+    return matrix
 
 
 def _canonical(state: IndexState) -> dict[str, npt.NDArray[np.int64]]:
