@@ -14,9 +14,7 @@ cost, since every reply is instant.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import re
 import sys
 import tempfile
 import time
@@ -25,29 +23,16 @@ from typing import Any
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890" / "corpus.jsonl"
 
 
 def handle(request: dict[str, Any]) -> Any:
-    from engram.retrieve.peers.graphrag_prompts import EXTRACT_SYSTEM, GLEAN_REQUEST, REPORT_SYSTEM, SUMMARY_SYSTEM
-    from fake_openai import last_user_text, reply
+    from fake_openai import reply
+    from scripted_replies import answer
 
-    system, user = request["messages"][0]["content"], last_user_text(request)
-    if system == EXTRACT_SYSTEM and user == GLEAN_REQUEST:
-        return reply('{"entities": [], "relationships": []}')
-    if system == EXTRACT_SYSTEM:
-        names = list(dict.fromkeys(re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*", user)))[:8]
-        entities = [{"name": n, "type": "person", "description": f"{n} in {user[6:40]}"} for n in names]
-        links = [
-            {"source": a, "target": b, "description": f"{a} with {b}", "strength": 5}
-            for a, b in itertools.pairwise(names)
-        ]
-        return reply(json.dumps({"entities": entities, "relationships": links}))
-    if system == SUMMARY_SYSTEM:
-        return reply(json.dumps({"description": "merged " + user.splitlines()[0]}))
-    if system == REPORT_SYSTEM:
-        return reply(json.dumps({"title": "t", "summary": "s", "rating": 3, "findings": []}))
-    return None
+    found = answer(request)
+    return None if found is None else reply(found)
 
 
 def cache_hits(memory: Any) -> int:
