@@ -131,6 +131,13 @@ def summary_requests(fake: FakeOpenAI) -> int:
     return sum(1 for r in fake.requests if r["messages"][0]["content"] == SUMMARY_SYSTEM)
 
 
+def node_rows(memory: Memory) -> dict[str, str]:
+    """Summary node id -> its leaves (JSON content hashes)."""
+    tables = memory.context().tables
+    assert tables is not None
+    return {str(i): str(leaves) for i, leaves in tables.read("SELECT id, leaves FROM raptor_nodes")}
+
+
 def open_memory(path: Path, fake: FakeOpenAI) -> Memory:
     return Memory(path, embedder=HashEmbedder(), llm=fake.chat())
 
@@ -160,8 +167,13 @@ def test_raptor_added_kept_in_step_and_reopened(tmp_path: Path, fake_llm: FakeOp
 
         report = memory.index([docs[-1]])  # one harbour passage more: only the harbour cluster is asked again
         assert report.stats["raptor_extracted"] == 1 and summary_requests(fake_llm) == 4
+        before = node_rows(memory)
         memory.delete(["volcano-2"])
         assert summary_requests(fake_llm) == 5  # fewer than the first build's 3: only the volcano cluster
+        after_rows = node_rows(memory)
+        assert len(set(before) & set(after_rows)) == 2  # the other clusters kept their nodes
+        changed = [json.loads(leaves) for i, leaves in after_rows.items() if i not in before]
+        assert len(changed) == 1 and "volcano-2" not in str(changed) and len(changed[0]) == 11
         after = memory.retrieve("Cyrus studied the volcano lava eruption crater magma ash in part 2", top_k=30,
                                 method="raptor")[0]  # fmt: skip
         assert "volcano-2" not in [p.id for p in after.passages] and len(after.passages) == 30
@@ -219,14 +231,15 @@ def test_the_estimate_follows_its_stated_assumption() -> None:
     assert METHOD.estimate(rows[:11], None).calls == 0  # at most dim + 1 leaves: no tree
 
 
-@pytest.mark.parametrize("name", ["umap", "sklearn"])
-def test_a_missing_extra_names_the_install(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("names", [("umap",), ("sklearn", "sklearn.mixture")])
+def test_a_missing_extra_names_the_install(names: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     from engram.errors import MissingDependencyError
     from engram.retrieve.peers.raptor import METHOD
 
-    monkeypatch.setitem(sys.modules, name, None)
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as when it is not installed
     points = np.random.default_rng(4).standard_normal((20, 8))
     with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
         cluster_points(points, [1] * 20, Clustering())

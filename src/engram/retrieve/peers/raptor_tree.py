@@ -99,27 +99,59 @@ def node_id(layer: int, texts: Sequence[str]) -> str:
 
 
 def sync(host: PeerHost, settings: Settings) -> PeerSync:
-    """Rebuild the tree when the alive leaves changed since the last build, or when that build missed a summary
-    and an LLM is here to ask again; otherwise nothing."""
+    """Bring the tree in step when the alive leaves changed since the last build, or when that build missed a
+    summary and an LLM is here to ask again; otherwise nothing."""
     report = PeerSync(METHOD)
     alive = passages_of(host.view)
     digest = digest_of([*alive, settings.key()])
     held = state(host.tables)
     if held.get("built") != digest or (held.get("complete") != "1" and host.chat is not None):
-        build(host, leaf_nodes(host, alive), digest, settings, report)
+        build(host, leaf_nodes(host, alive), digest, settings, report, held)
     failed = int(host.tables.read("SELECT COUNT(*) FROM raptor_failed")[0][0])
     report.stats = {**stats(host.tables), "pending": failed if host.chat is None else 0}
     return report
 
 
-def build(host: PeerHost, leaves: list[Node], digest: str, settings: Settings, report: PeerSync) -> None:
-    stored = {
+def stored_nodes(tables: PeerTables) -> dict[str, Node]:
+    return {
         str(i): Node(str(i), int(layer), str(text), tuple(json.loads(c)), tuple(json.loads(lv)), bytes(v))
-        for i, layer, text, c, lv, v in host.tables.read("SELECT * FROM raptor_nodes")
+        for i, layer, text, c, lv, v in tables.read("SELECT * FROM raptor_nodes")
     }
+
+
+def only_deleted(stored: dict[str, Node], alive: set[str]) -> bool:
+    """Whether the alive leaves are the stored tree's first-layer members less some (a delete, nothing added)."""
+    members = {c for n in stored.values() if n.layer == 1 for c in n.children}
+    return bool(members) and alive < members
+
+
+def build(
+    host: PeerHost, leaves: list[Node], digest: str, settings: Settings, report: PeerSync, held: dict[str, str]
+) -> None:
+    """A delete from a complete tree built with these settings shrinks it (`shrink`); anything else clusters
+    the leaves again (`grow`)."""
+    stored = stored_nodes(host.tables)
+    same = held.get("settings") == digest_of([settings.key()]) and held.get("complete") == "1"
+    if same and only_deleted(stored, {n.id for n in leaves}):
+        tree, failed = shrink(host, leaves, settings, stored, report)
+    else:
+        tree, failed = grow(host, leaves, settings, stored, report)
+    report.failed = len(failed)
+    report.removed = len(set(stored) - {n.id for n in tree})
+    report.embedded = len({n.id for n in tree} - set(stored))
+    write(host.tables, tree, failed, (digest, digest_of([settings.key()])))
+
+
+Failed = dict[str, tuple[int, tuple[str, ...], str]]  # node id -> (layer, children, reason)
+
+
+def grow(
+    host: PeerHost, leaves: list[Node], settings: Settings, stored: dict[str, Node], report: PeerSync
+) -> tuple[list[Node], Failed]:
+    """The tree clustered from the leaves up, layer by layer (stored nodes reused by request)."""
     counter = default_counter()
     tree: list[Node] = []
-    failed: dict[str, tuple[int, tuple[str, ...], str]] = {}
+    failed: Failed = {}
     nodes = leaves
     for layer in range(1, settings.max_layers + 1):
         if len(nodes) <= settings.clustering.dim + 1:
@@ -128,16 +160,41 @@ def build(host: PeerHost, leaves: list[Node], digest: str, settings: Settings, r
         if len(clusters) >= len(nodes):
             break
         made = summarise(host, layer, [[nodes[i] for i in c] for c in clusters], stored)
-        report.extracted += made.asked
-        failed.update({i: (layer, kids, why) for i, (kids, why) in made.failed.items()})
-        tree += made.nodes
+        _record(report, made, layer, tree, failed)
         nodes = sorted(made.nodes, key=lambda n: n.id)
         if not nodes:
             break
-    report.failed = len(failed)
-    report.removed = len(set(stored) - {n.id for n in tree})
-    report.embedded = len({n.id for n in tree} - set(stored))
-    write(host.tables, tree, failed, digest)
+    return tree, failed
+
+
+def shrink(
+    host: PeerHost, leaves: list[Node], settings: Settings, stored: dict[str, Node], report: PeerSync
+) -> tuple[list[Node], Failed]:
+    """The stored tree without the deleted leaves: every cluster keeps its alive members (a cluster left empty
+    goes), so only the clusters a deleted passage was in, and those above them, send a new summary request."""
+    tree: list[Node] = []
+    failed: Failed = {}
+    below = {n.id: n for n in leaves}  # stored id at the layer below -> its node now
+    for layer in range(1, settings.max_layers + 1):
+        groups: dict[str, list[Node]] = {}
+        for old in sorted((n for n in stored.values() if n.layer == layer), key=lambda n: n.id):
+            kids = {below[c].id: below[c] for c in old.children if c in below}
+            if kids:
+                groups[old.id] = sorted(kids.values(), key=lambda n: n.id)
+        if not groups:
+            break
+        made = summarise(host, layer, list(groups.values()), stored)
+        _record(report, made, layer, tree, failed)
+        now = {n.id: n for n in made.nodes}
+        ids = {old: node_id(layer, [k.text for k in kids]) for old, kids in groups.items()}
+        below = {old: now[i] for old, i in ids.items() if i in now}
+    return tree, failed
+
+
+def _record(report: PeerSync, made: Layer, layer: int, tree: list[Node], failed: Failed) -> None:
+    report.extracted += made.asked
+    failed.update({i: (layer, kids, why) for i, (kids, why) in made.failed.items()})
+    tree += [n for n in made.nodes if n.id not in {t.id for t in tree}]
 
 
 def _matrix(nodes: Sequence[Node]) -> npt.NDArray[np.float32]:
@@ -165,9 +222,8 @@ def summarise(host: PeerHost, layer: int, clusters: list[list[Node]], stored: di
     return out
 
 
-def write(
-    tables: PeerTables, tree: list[Node], failed: dict[str, tuple[int, tuple[str, ...], str]], digest: str
-) -> None:
+def write(tables: PeerTables, tree: list[Node], failed: Failed, digests: tuple[str, str]) -> None:
+    """Replace the tree; `digests`: of the leaves and settings it was built from, and of the settings alone."""
     now = time.time()
     with tables.transaction() as db:
         db.execute("DELETE FROM raptor_nodes")
@@ -180,7 +236,8 @@ def write(
             "INSERT OR REPLACE INTO raptor_failed VALUES (?, ?, ?, ?, ?)",
             [(i, layer, json.dumps(kids), why, now) for i, (layer, kids, why) in sorted(failed.items())],
         )
-        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('built', ?)", (digest,))
+        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('built', ?)", (digests[0],))
+        db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('settings', ?)", (digests[1],))
         db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('complete', ?)", ("0" if failed else "1",))
         db.execute("INSERT OR REPLACE INTO raptor_state VALUES ('generation', ?)", (str(time.time_ns()),))
 
