@@ -13,14 +13,13 @@ What differs from the paper, and why (traces: bench/trace_quality.py):
   `prior_temperature`) instead of `passage_weight` x its min-max normalised cosine. Min-max over the whole
   corpus gives the ten best passages nearly the same weight, so any passage next to a specific seed
   outranked the passage most similar to the query, which cost recall@1.
-
 * Named links only (`named_links`, `engram.retrieve.named`): of the phrases the query names, those it writes
   as a name (a word with a capital or a digit). Lower-case words ("city", "sport", "location") are the
   question's structure; as phrase nodes in one or two passages they seeded passages that only use the word.
-* Dense retrieval's best passage stays first (`dense_first`): the graph ranks every passage after it. With
-  the sharp prior the two agree on the first passage for 23 of the first 25 questions; where they disagree
-  the graph's choice is not better often enough to risk a one-hop question, so rank 1 is never worse than
-  the vector search engram replaces. No threshold: a margin gate would be a constant tuned on 25 questions.
+* Dense retrieval's best passage stays first (`dense_first`): the graph ranks every passage after it, so
+  rank 1 is never worse than the vector search engram replaces, on any question set. With the sharp prior
+  the two agree on the first passage for 23 of the first 25 questions (of the other two, the graph's was
+  better once). No threshold: a cosine-margin gate would be a constant fitted to 25 questions.
 
 A query with neither a kept fact nor a linked phrase is ranked densely (`method == "dense"`).
 """
