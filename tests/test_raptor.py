@@ -229,6 +229,8 @@ def test_the_estimate_follows_its_stated_assumption() -> None:
     assert (found.passages, found.calls, found.cached_calls) == (40, 6, 0)
     assert found.input_tokens > 40 * 500
     assert METHOD.estimate(rows[:11], None).calls == 0  # at most dim + 1 leaves: no tree
+    short = [PassageRow(f"p{i}", f"d{i}", None, "word " * 80, f"h{i}", {}) for i in range(100)]
+    assert METHOD.estimate(short, None).calls == 10  # 100-token leaves: 11 per cluster (dim + 1) -> 10 clusters
 
 
 @pytest.mark.parametrize("names", [("umap",), ("sklearn", "sklearn.mixture")])

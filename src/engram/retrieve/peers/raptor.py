@@ -58,12 +58,13 @@ class Raptor:
         self, passages: Sequence[PassageRow], chat: CachedChat | None, count: TokenCount | None = None
     ) -> PeerEstimate:
         """Requests and input tokens of building the tree over `passages` (each content once), without
-        clustering: a layer of m nodes averaging t tokens is assumed to make ceil(m / max(2, B // t)) clusters,
-        B the re-clustering budget (3,500), i.e. clusters filled to the budget, each node sent once. That is a
-        lower bound on requests (the mixture often makes smaller clusters, soft membership repeats a node) and
-        close on input tokens (every node's text is sent about once per layer). Summaries are assumed to be
-        `SUMMARY_TOKENS` long; layers stop as the build does (at most `dim` + 1 nodes, `max_layers`). The
-        response cache is not consulted: which clusters it holds is only known by clustering."""
+        clustering: a layer of m nodes averaging t tokens is assumed to make ceil(m / c) clusters of
+        c = max(2, min(`dim` + 1, B // t)) nodes each, B the re-clustering budget (3,500), each node sent once.
+        About `dim` + 1 nodes a cluster is what the mixture's component cap (n / (d + 1)) tends to give
+        (bench/bench_raptor.py, docs/method.md); soft membership sends some nodes twice, so input tokens are a
+        little low. Summaries are assumed `SUMMARY_TOKENS` long; layers stop as the build does (at most `dim` + 1
+        nodes, `max_layers`). The response cache is not consulted: which clusters it holds is known only by
+        clustering."""
         counter = count or default_counter()
         unique = {p.content_hash: p for p in passages}
         sizes = [counter(passage_block(p.title, p.text)) for p in unique.values()]
@@ -74,7 +75,8 @@ class Raptor:
             if len(sizes) <= self.settings.clustering.dim + 1:
                 break
             mean = max(1, sum(sizes) // len(sizes))
-            clusters = -(-len(sizes) // max(2, self.settings.clustering.max_tokens // mean))
+            c = self.settings.clustering
+            clusters = -(-len(sizes) // max(2, min(c.dim + 1, c.max_tokens // mean)))
             calls += clusters
             tokens += sum(sizes) + len(sizes) * per_text + clusters * overhead
             sizes = [SUMMARY_TOKENS] * clusters
