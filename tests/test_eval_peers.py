@@ -56,6 +56,14 @@ def test_eval_lightrag_beside_hipporag2_and_dense(
     assert "Indexing input tokens" in table
 
 
+def test_cost_cells_read_as_numbers() -> None:
+    costs = {"index_input_tokens": 3190.0, "index_output_tokens": 250_000.0, "query_seconds": 0.0377}
+    table = cost_table({"hipporag2": {"cost": costs}, "raptor": {"cost": {**costs, "index_input_tokens": 12.5}}})
+    lines = {line.split("|")[1].strip(): line for line in table.splitlines()}
+    assert "| 3,190 (100.0%) | 12.5 (0.4%) |" in lines["Indexing input tokens"]  # never 3.19e+03
+    assert "| 0.25M (100.0%) |" in lines["Indexing output tokens"]
+
+
 def test_dry_run_estimates_every_method_without_a_call(
     tmp_path: Path, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -53,7 +53,8 @@ def query_cost(tokens: int, questions: int, seconds_per_query: float) -> dict[st
 def _cell(value: float | None, base: float | None) -> str:
     if value is None:
         return "–"
-    text = f"{value / 1e6:.2f}M" if value >= 1e5 else f"{value:.3g}"
+    # millions as "0.84M", thousands in full ("3,190", never "3.19e+03")
+    text = f"{value / 1e6:.2f}M" if value >= 1e5 else (f"{value:,.0f}" if value >= 1000 else f"{value:.3g}")
     if base:
         text += f" ({100 * value / base:.1f}%)"
     return text
