@@ -72,3 +72,21 @@ def test_solver_batches_and_rejects_like_power_iteration() -> None:
         solve_pagerank(walk, np.zeros(500))
     with pytest.raises(ValueError):
         solve_pagerank(walk, np.ones(499))
+
+
+def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram.graph import parallel
+
+    monkeypatch.setattr(parallel, "THREADS", 3)
+    monkeypatch.setattr(parallel, "MIN_WORK", 10)
+    rng = np.random.default_rng(5)
+    adj, *_ = random_graph(rng, 2000, 9000)
+    walk = symmetric_walk(adj)
+    blocks = parallel.row_blocks(walk.matrix)
+    assert len(blocks) == 3
+    for x in (rng.random(2000), rng.random((2000, 4))):
+        assert np.array_equal(parallel.matvec(blocks, x), walk.matrix @ x)
+    vectors = rng.standard_normal((3001, 64)).astype(np.float32)
+    vector = rng.standard_normal(64).astype(np.float32)
+    assert np.array_equal(parallel.row_dots(vectors, vector), np.einsum("ij,j->i", vectors, vector))
+    assert np.array_equal(parallel.row_dots(vectors[1:], vector), parallel.row_dots(vectors, vector)[1:])

@@ -20,6 +20,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
+from engram.graph.parallel import row_dots
 from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk, walk_operator
 from engram.index.names import NameSnapshot
 from engram.index.state import IndexState, fact_text, passage_text
@@ -98,7 +99,7 @@ class GraphIndex:
         float at any row position and matrix size, so the scores are those of a memory built from scratch
         whatever the arrival order and deletions, straight from the shared vectors: no per-view copy in
         canonical order (BLAS rounds a row differently at another position or shape). One pass over the
-        vectors per query."""
+        vectors per query, in row blocks on the machine's cores (engram.graph.parallel)."""
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, vectors.shape[1])
         out = np.zeros((len(q), len(alive)), dtype=np.float64)
         if not alive.any():
@@ -106,7 +107,7 @@ class GraphIndex:
         dead = ~alive
         for qi, vector in enumerate(q):
             row = out[qi]
-            row[:] = np.einsum("ij,j->i", vectors[: len(alive)], vector)
+            row[:] = row_dots(vectors[: len(alive)], vector)
             if dead.any():
                 row[dead] = row[alive].min()
         return out

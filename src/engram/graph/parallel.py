@@ -1,0 +1,71 @@
+"""Row-parallel products that give the same floats as one thread: each output row is computed by the same
+loop whichever thread runs it (a sparse row's sum in CSR order; a vector row's dot by numpy's einsum), so
+splitting the rows into blocks changes only the wall time. scipy's sparse products and numpy's einsum
+release the GIL, so a small thread pool uses the machine's cores (2 here) for a large memory's queries."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+THREADS = max(1, min(4, os.cpu_count() or 1))
+MIN_WORK = 200_000  # non-zeros (or vector elements / 64) below which one thread does it all
+
+_pool: list[ThreadPoolExecutor] = []
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    with _pool_lock:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="engram-rows"))
+        return _pool[0]
+
+
+def _bounds(rows: int, parts: int) -> list[tuple[int, int]]:
+    edges = np.linspace(0, rows, parts + 1).astype(np.int64).tolist()
+    return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
+
+
+def row_blocks(matrix: sp.csr_matrix) -> list[tuple[int, int, sp.csr_matrix]]:
+    """The matrix cut into about `THREADS` blocks of rows of equal non-zeros (one block when small)."""
+    rows = int(matrix.shape[0])
+    if THREADS == 1 or matrix.nnz < MIN_WORK or rows < THREADS:
+        return [(0, rows, matrix)]
+    cuts = np.searchsorted(matrix.indptr, np.linspace(0, matrix.nnz, THREADS + 1)[1:-1]).tolist()
+    edges = [0, *cuts, rows]
+    return [(a, b, matrix[a:b]) for a, b in itertools.pairwise(edges) if b > a]
+
+
+def matvec(blocks: list[tuple[int, int, sp.csr_matrix]], x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """`matrix @ x` (x a vector or an (n, q) matrix) from `row_blocks(matrix)`, the blocks in parallel."""
+    if len(blocks) == 1:
+        out: npt.NDArray[np.float64] = blocks[0][2] @ x
+        return out
+    result = np.empty((blocks[-1][1], *x.shape[1:]), dtype=np.float64)
+    futures: list[tuple[int, int, Future[npt.NDArray[np.float64]]]] = [
+        (a, b, _executor().submit(block.__matmul__, x)) for a, b, block in blocks
+    ]
+    for a, b, future in futures:
+        result[a:b] = future.result()
+    return result
+
+
+def row_dots(vectors: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`vectors @ vector` by einsum, one row block per thread: the same floats at any row position."""
+    out = np.empty(len(vectors), dtype=np.float32)
+    parts = THREADS if vectors.size >= 64 * MIN_WORK else 1
+    bounds = _bounds(len(vectors), parts)
+    if len(bounds) <= 1:
+        np.einsum("ij,j->i", vectors, vector, out=out)
+        return out
+    futures = [_executor().submit(np.einsum, "ij,j->i", vectors[a:b], vector, out=out[a:b]) for a, b in bounds]
+    for future in futures:
+        future.result()
+    return out
