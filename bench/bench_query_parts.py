@@ -1,0 +1,145 @@
+"""Where one hipporag2 query's time goes on a large memory, and what exact PPR costs per iteration (issue 11).
+
+Runs on a memory kept by `bench_scale.py --keep DIR` (the folder `DIR/<run>/s<size>`, which holds `m/` and
+`queries.json`). In one process, so every pair below shares the machine's load, query by query alternately:
+
+* fact scores: BLAS over a canonical-order copy of the alive fact vectors (the code before 891719e) against
+  `GraphIndex.fact_scores` (einsum over the shared vectors, in row blocks on a thread pool);
+* PPR: power iteration (`personalized_pagerank` on the walk operator, tolerance 1e-12, the code before
+  fb2352b) against `solve_pagerank` (conjugate gradients on the symmetric form), with the number of sparse
+  products each needs, and one sparse product on one thread and in row blocks;
+* the whole `Memory.retrieve` (query embedding excluded: queries are embedded beforehand).
+
+With `--copies K` the graph's walk is also repeated K times side by side (block diagonal) as a stand-in for a
+memory K times larger, for the per-iteration cost at that size.
+
+    .venv/bin/python bench/bench_query_parts.py DIR/engram-bench-scale-xxxx/s30000 [--queries 10] [--copies 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from engram import Memory
+from engram.graph.parallel import row_blocks
+from engram.graph.ppr import SymmetricWalk, dangling_nodes, personalized_pagerank, solve_pagerank, walk_operator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import QueryCache
+
+
+def ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) * 1000:.1f}"
+
+
+def counted(walk: SymmetricWalk, reset: np.ndarray) -> int:
+    count = [0]
+    real = walk.product
+
+    def product(x: np.ndarray) -> np.ndarray:
+        count[0] += 1
+        return real(x)
+
+    object.__setattr__(walk, "product", product)
+    try:
+        solve_pagerank(walk, reset, 0.5)
+    finally:
+        object.__delattr__(walk, "product")
+    return count[0]
+
+
+def ppr_parts(label: str, walk: SymmetricWalk, rounds: int) -> None:
+    """Power iteration against conjugate gradients on one walk, alternately; a sparse product's cost."""
+    n = walk.size
+    adjacency = sp.csr_matrix(sp.diags(walk.root) @ walk.matrix @ sp.diags(walk.root))
+    operator = walk_operator(adjacency)
+    dangling = dangling_nodes(operator)
+    reset = np.zeros(n)
+    reset[:5] = 1.0
+    reset[n - n // 10 :] = 0.01
+    x = np.random.default_rng(0).random(n)
+    times: dict[str, list[float]] = {k: [] for k in ("power", "cg", "one", "blocks")}
+    iterations = [0]
+
+    def power() -> None:
+        r = reset / reset.sum()
+        p = r.copy()
+        for i in range(200):  # personalized_pagerank's loop (damping 0.5, tolerance 1e-12), counted
+            nxt = 0.5 * r + 0.5 * (operator @ p + r * p[dangling].sum())
+            delta, p = float(np.abs(nxt - p).sum()), nxt
+            iterations[0] = i + 1
+            if delta < 1e-12:
+                break
+
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("power", lambda: personalized_pagerank(operator, reset, 0.5, dangling=dangling)),
+        ("cg", lambda: solve_pagerank(walk, reset, 0.5)),
+        ("one", lambda: walk.matrix @ x),
+        ("blocks", lambda: walk.product(x)),
+    ]
+    for _ in range(rounds):
+        for name, fn in steps:
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    power()
+    print(f"{label}: {n:,} nodes, {walk.matrix.nnz:,} non-zeros; one sparse product {ms(times['one'])} ms on one "
+          f"thread, {ms(times['blocks'])} ms in {len(walk.blocks)} row blocks; PPR power iteration "
+          f"{ms(times['power'])} ms ({iterations[0]} products), conjugate gradients {ms(times['cg'])} ms "
+          f"({counted(walk, reset)} products)")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--queries", type=int, default=10)
+    parser.add_argument("--copies", type=int, default=0)
+    args = parser.parse_args()
+    queries = json.loads((args.folder / "queries.json").read_text())[: args.queries]
+    embedder = QueryCache(queries)
+    memory = Memory(args.folder / "m", embedder=embedder)
+    memory.retrieve(queries[0], top_k=5)
+    view = memory._current()
+    vectors = np.stack([embedder.cache[q] for q in queries]).astype(np.float32)
+    rows = np.flatnonzero(view.fact_alive)
+    rows = rows[np.argsort(view.fact_rank[rows], kind="stable")]
+    compact = np.ascontiguousarray(view.fact_vectors[rows])
+    times: dict[str, list[float]] = {k: [] for k in ("blas", "einsum", "retrieve")}
+    for i, query in enumerate(queries):
+        for name, fn in (
+            ("blas", lambda i=i: (vectors[i : i + 1] @ compact.T).astype(np.float64)),
+            ("einsum", lambda i=i: view.fact_scores(vectors[i : i + 1])),
+            ("retrieve", lambda q=query: memory.retrieve(q, top_k=5)),
+        ):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    print(f"{args.folder}: {len(rows):,} facts x {compact.shape[1]}; medians over {len(queries)} queries: fact scores "
+          f"BLAS on a canonical copy {ms(times['blas'])} ms, einsum in row blocks {ms(times['einsum'])} ms; "
+          f"retrieve {ms(times['retrieve'])} ms")  # fmt: skip
+    ppr_parts("graph", view.walk, len(queries))
+    if args.copies > 1:
+        k = args.copies
+        matrix = sp.csr_matrix(sp.block_diag([view.walk.matrix] * k, format="csr"))
+        matrix.sort_indices()
+        w = view.walk
+        tiled = SymmetricWalk(
+            matrix, np.tile(w.root, k), np.tile(w.inverse_root, k), np.tile(w.dangling, k), row_blocks(matrix)
+        )
+        ppr_parts(f"{k} copies side by side", tiled, len(queries))
+    print(f"5-minute load average on {os.cpu_count()} cores: {os.getloadavg()[1]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
