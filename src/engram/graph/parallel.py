@@ -1,7 +1,8 @@
 """Row-parallel products that give the same floats as one thread: each output row is computed by the same
 loop whichever thread runs it (a sparse row's sum in CSR order; a vector row's dot by numpy's einsum), so
 splitting the rows into blocks changes only the wall time. scipy's sparse products and numpy's einsum
-release the GIL, so a small thread pool uses the machine's cores (2 here) for a large memory's queries."""
+release the GIL, so a small thread pool uses the machine's cores (2 here) for a large memory's queries.
+`ENGRAM_THREADS=1` keeps them on the calling thread (a machine whose cores are busy gains nothing)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-THREADS = max(1, min(4, os.cpu_count() or 1))
+
+def _threads() -> int:
+    """ENGRAM_THREADS (a positive whole number), else the cores, at most 4; 1 runs all on the caller's thread."""
+    value = os.environ.get("ENGRAM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+THREADS = _threads()
 MIN_WORK = 200_000  # non-zeros (or vector elements / 64) below which one thread does it all
 
 _pool: list[ThreadPoolExecutor] = []
