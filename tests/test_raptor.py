@@ -269,3 +269,106 @@ def test_add_method_and_retrieve_on_the_command_line(
     found = json.loads(capsys.readouterr().out)
     assert [p["metadata"]["raptor"]["layer"] for p in found["passages"]] == [1, 1, 1]
     assert "violin" in found["passages"][0]["metadata"]["raptor"]["summary"]
+    calls = summary_requests(fake_llm)
+    assert main(["add-method", "raptor", "--rebuild", *common, *llm]) == 0  # clustered again: the same 3 clusters
+    rebuilt = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rebuilt["index"]["summaries"] == 3 and summary_requests(fake_llm) == calls  # stored nodes reused
+
+
+# additions placed into the stored tree ---------------------------------------------------------------------
+def test_new_nodes_join_the_nearest_centroid_whatever_their_order() -> None:
+    from engram.retrieve.peers.raptor_place import place
+
+    groups = [np.array([[1.0, 0.0], [0.9, 0.1]]), np.array([[0.0, 1.0], [0.1, 0.9]]), np.array([[-1.0, 0.0]])]
+    fresh = np.array([[0.2, 1.0], [1.0, 0.3], [-1.0, -0.1], [0.0, 0.0]])
+    assert place(groups, fresh) == [1, 0, 2, 0]  # a zero vector ties everywhere: the first group
+    assert place(groups, fresh[::-1]) == [0, 2, 0, 1]  # each placed against the groups as they were
+    assert place(groups, np.zeros((0, 2))) == []
+
+
+def test_a_cluster_past_the_budget_is_split_alone() -> None:
+    from engram.retrieve.peers.raptor_cluster import split_cluster
+
+    points = blobs(np.random.default_rng(0), [15, 15])
+    assert split_cluster(points, [100] * 30, Clustering()) == [tuple(range(30))]  # 3,000 tokens: fits, kept
+    parts = split_cluster(points, [100] * 30, Clustering(max_tokens=2000))
+    assert len(parts) >= 2 and all(100 * len(p) <= 2000 for p in parts)
+    assert sorted(i for p in parts for i in p) == list(range(30))
+    assert all(len({blob_of(i, [15, 15]) for i in p}) == 1 for p in parts)  # split along the blobs
+    assert split_cluster(points[:1], [9000], Clustering()) == [(0,)]  # one node stays whole
+
+
+def tree_rows(memory: Memory) -> dict[str, tuple[int, list[str]]]:
+    """Summary node id -> (layer, leaves' content hashes)."""
+    tables = memory.context().tables
+    assert tables is not None
+    return {str(i): (int(n), json.loads(lv)) for i, n, lv in tables.read("SELECT id, layer, leaves FROM raptor_nodes")}
+
+
+def alive_hashes(memory: Memory) -> set[str]:
+    view = memory.context().view
+    return {p.content_hash for p, alive in zip(view.passages, view.passage_alive.tolist()) if alive}
+
+
+def assert_valid_tree(memory: Memory) -> None:
+    """Every alive passage is covered by a first-layer cluster and no summary covers a gone one."""
+    rows, alive = tree_rows(memory), alive_hashes(memory)
+    assert {h for layer, leaves in rows.values() if layer == 1 for h in leaves} == alive
+    assert {h for _, leaves in rows.values() for h in leaves} <= alive
+
+
+def small_raptor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """raptor with `dim` 2, so that the 36 topic passages make a tree of two summary layers."""
+    from engram.retrieve.peers import raptor
+    from engram.retrieve.peers.raptor_tree import Settings
+
+    monkeypatch.setattr(raptor, "METHOD", raptor.Raptor(settings=Settings(clustering=Clustering(dim=2))))
+
+
+def test_an_addition_asks_only_its_cluster_and_those_above(
+    tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small_raptor(monkeypatch)
+    fake_llm.handler = handler()
+    docs = topic_docs()
+    new = Document("violin-12", "Mira studied the violin orchestra concerto bow strings music in part 12.")
+    with open_memory(tmp_path / "m", fake_llm) as memory:
+        memory.index(docs)
+        built = memory.add_method("raptor")
+        before = tree_rows(memory)
+        assert built.stats["layers"] >= 2 and built.extracted == len(before)
+        asked = summary_requests(fake_llm)
+        memory.index([new])
+        sent = summary_requests(fake_llm) - asked
+        after = tree_rows(memory)
+        leaf = next(iter(alive_hashes(memory) - {h for _, lv in before.values() for h in lv}))
+        made = {i for i in after if i not in before}
+        # the asked nodes are exactly those above the new leaf: its first-layer cluster and its ancestors
+        assert made == {i for i, (_, leaves) in after.items() if leaf in leaves}
+        assert sent == len(made) < len(before) and len({after[i][0] for i in made}) >= 2
+        assert sum(1 for i in made if after[i][0] == 1) == 1  # one first-layer cluster gained it
+        assert len(set(before) & set(after)) == len(before) - len(made)  # every other node kept
+        assert_valid_tree(memory)
+        found = memory.retrieve("Mira studied the violin concerto in part 12", top_k=3, method="raptor")[0]
+        assert found.passages[0].id == "violin-12"
+        memory.delete(["volcano-3"])
+        assert_valid_tree(memory)
+        assert memory.add_method("raptor").extracted == 0  # in step: nothing to ask, nothing re-clustered
+        incremental = tree_rows(memory)
+        asked = summary_requests(fake_llm)
+        again = memory.add_method("raptor", rebuild=True)  # every passage clustered again from scratch
+        rebuilt = tree_rows(memory)
+        assert again.extracted == summary_requests(fake_llm) - asked == len(set(rebuilt) - set(incremental))
+        assert rebuilt != incremental  # here the writes' order left a tree that clustering from scratch changes
+        assert_valid_tree(memory)
+    with open_memory(tmp_path / "fresh", fake_llm) as memory:  # the same passages built at once
+        memory.index([d for d in [*docs, new] if d.id != "volcano-3"])
+        memory.add_method("raptor")
+        assert tree_rows(memory) == rebuilt  # the rebuild is the tree a first build makes
+
+
+def test_rebuild_is_refused_by_a_method_that_follows_every_write(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    from engram.errors import InputError
+
+    with open_memory(tmp_path / "m", fake_llm) as memory, pytest.raises(InputError, match="no rebuild"):
+        memory.add_method("lightrag", rebuild=True)

@@ -277,11 +277,13 @@ class Memory:
         chat = None if session is None else session.chat
         return PeerHost(self._current(), embed_fn(self.embedder), self.embedder.dim, chat, tables, progress)
 
-    def add_method(self, name: str, progress: Progress | None = None) -> PeerSync:
+    def add_method(self, name: str, progress: Progress | None = None, rebuild: bool = False) -> PeerSync:
         """Index the memory's passages for the peer method `name` (e.g. "lightrag") into its own tables; from
-        then on every index, update, delete and extract keeps them in step. Re-running it resumes."""
+        then on every index, update, delete and extract keeps them in step. Re-running it resumes. `rebuild`:
+        build again from scratch a method whose index depends on the order of writes (raptor: cluster every
+        passage again)."""
         try:
-            return self._peers.add(name, progress)
+            return self._peers.add(name, progress, rebuild)
         finally:
             self._flush_llm()
 

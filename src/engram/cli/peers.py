@@ -14,7 +14,7 @@ def cmd_add_method(args: argparse.Namespace) -> int:
     bars = Bars(args.progress)
     with open_memory(args) as memory:
         try:
-            done = memory.add_method(args.method, progress=bars)
+            done = memory.add_method(args.method, progress=bars, rebuild=args.rebuild)
         finally:
             bars.close()
         say(f"{args.method}: {done.extracted} chunks extracted, {done.failed} failed, {done.removed} removed")
@@ -39,6 +39,9 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "engram retrieve 'Who founded Acme?' --memory my.engram --method lightrag",
     )
     add.add_argument("method", choices=sorted(PEERS))
+    add.add_argument(
+        "--rebuild", action="store_true", help="build again from scratch (raptor: cluster every passage again)"
+    )
     add_common(add)
     add.set_defaults(func=cmd_add_method)
     costs = command(

@@ -50,11 +50,15 @@ def _first(owners: dict[str, str], owner: str) -> str:
     return next(name for name, held in owners.items() if held == owner)
 
 
-def add(name: str, host: PeerHost, require_llm: bool = True) -> PeerSync:
+def add(name: str, host: PeerHost, require_llm: bool = True, rebuild: bool = False) -> PeerSync:
     """Create `name`'s tables if the memory lacks them and index every alive passage into them. Without
     `require_llm`, a method that needs an LLM on a memory without one only follows deletions (new passages wait
-    for a sync with an LLM: `PeerSync.stats["pending"]`)."""
+    for a sync with an LLM: `PeerSync.stats["pending"]`). `rebuild`: build the index again from scratch, for a
+    method whose index depends on the order of writes (it has an optional `rebuild(host)`, e.g. raptor)."""
     method = peer(name)
+    again = getattr(method, "rebuild", None) if rebuild else None
+    if rebuild and again is None:
+        raise InputError(f"{name} has no rebuild: its index follows every write already (drop the option)")
     if require_llm and method.needs_llm and host.chat is None:
         raise LLMError(f"{name} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
     ready = getattr(method, "ready", None)  # a method needing an extra says so before its tables exist
@@ -62,7 +66,7 @@ def add(name: str, host: PeerHost, require_llm: bool = True) -> PeerSync:
         ready()
     host.tables.ensure(method.owner, method.version, method.schema)
     with measured(host.tables, method.owner, "index", host.chat):
-        return method.sync(host)
+        return method.sync(host) if again is None else again(host)
 
 
 def sync_all(host: PeerHost) -> list[PeerSync]:

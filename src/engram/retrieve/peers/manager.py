@@ -29,8 +29,8 @@ class PeerSet:
     def held(self) -> list[str]:
         return [] if self.tables is None else peers.enabled(self.tables)
 
-    def add(self, name: str, progress: Progress | None = None) -> PeerSync:
-        return peers.add(name, self._host(self._tables(), progress))
+    def add(self, name: str, progress: Progress | None = None, rebuild: bool = False) -> PeerSync:
+        return peers.add(name, self._host(self._tables(), progress), rebuild=rebuild)
 
     def after_write(self, report: IndexReport) -> None:
         """Bring the held methods in step with the committed passages; their LLM usage joins `report.llm`

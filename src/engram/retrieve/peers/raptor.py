@@ -48,6 +48,12 @@ class Raptor:
     def sync(self, host: PeerHost) -> PeerSync:
         return raptor_tree.sync(host, self.settings)
 
+    def rebuild(self, host: PeerHost) -> PeerSync:
+        """Cluster every leaf again from scratch (`Memory.add_method("raptor", rebuild=True)`), so the tree
+        reflects the whole corpus instead of the order of its writes; stored summaries whose cluster came out
+        the same are reused without asking."""
+        return raptor_tree.sync(host, self.settings, rebuild=True)
+
     def retrieve(self, ctx: RetrievalContext, tables: PeerTables, queries: list[str], k: int) -> list[Retrieval]:
         return raptor_query.retrieve(ctx, tables, queries, k, self.budget)
 

@@ -95,14 +95,18 @@ def memberships(points: Points, c: Clustering) -> list[Cluster]:
         return [tuple(range(n))] if n else []
     try:
         from sklearn.mixture import GaussianMixture  # type: ignore[import-untyped,unused-ignore]
+        from threadpoolctl import threadpool_limits  # scikit-learn's own dependency
     except ImportError as exc:
         raise _missing(exc) from exc
     data = np.asarray(points, dtype=np.float64)
     best: Any = None
     best_bic = math.inf
     most = max(1, min(c.max_clusters, n // (data.shape[1] + 1)))
-    with warnings.catch_warnings():  # a mixture that has not converged still has a BIC
-        warnings.simplefilter("ignore")
+    # one BLAS thread: the mixture's linear algebra is on d x d matrices (d = `dim`), where OpenBLAS's threads
+    # cost more than they save (a 10 x 10 triangular solve took 1.7 ms with 2 threads on a loaded 2-core
+    # machine, 72 us with one; most of the build's mixture time)
+    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+        warnings.simplefilter("ignore")  # a mixture that has not converged still has a BIC
         for k in range(1, most + 1):
             try:
                 model = GaussianMixture(n_components=k, random_state=c.seed).fit(data)
@@ -111,7 +115,7 @@ def memberships(points: Points, c: Clustering) -> list[Cluster]:
             bic = float(model.bic(data))
             if bic < best_bic:
                 best, best_bic = model, bic
-    probs = best.predict_proba(data)
+        probs = best.predict_proba(data)
     member = probs > c.threshold
     member[np.arange(n), probs.argmax(axis=1)] = True
     found = {tuple(int(i) for i in np.flatnonzero(member[:, j])) for j in range(member.shape[1])}
@@ -151,15 +155,22 @@ def _two_level(points: Points, c: Clustering) -> list[Cluster]:
 def cluster_points(points: Points, tokens: Sequence[int], c: Clustering, depth: int = 0) -> list[Cluster]:
     """RAPTOR's clusters of `points` (one row per node; `tokens[i]` the tokens of node i's text): global then
     local soft clustering; a cluster of several nodes whose tokens exceed `c.max_tokens` is clustered again on
-    its own (cut by the budget when that does not split it, or after `MAX_DEPTH` rounds). Sorted, distinct."""
+    its own (`split_cluster`). Sorted, distinct."""
     out: set[Cluster] = set()
     for members in _two_level(points, c):
-        if len(members) == 1 or sum(tokens[i] for i in members) <= c.max_tokens:
-            out.add(members)
-            continue
-        inner = [tokens[i] for i in members]
-        parts = cluster_points(points[list(members)], inner, c, depth + 1) if depth < MAX_DEPTH else []
-        if len(parts) < 2:
-            parts = split_by_budget(tuple(range(len(members))), inner, c.max_tokens)
-        out.update(tuple(members[i] for i in part) for part in parts)
+        for part in split_cluster(points[list(members)], [tokens[i] for i in members], c, depth):
+            out.add(tuple(members[i] for i in part))
     return sorted(out)
+
+
+def split_cluster(points: Points, tokens: Sequence[int], c: Clustering, depth: int = 0) -> list[Cluster]:
+    """One cluster (its members' `points` and `tokens`) kept whole when it is a single node or its tokens fit
+    `c.max_tokens`; otherwise clustered again on its own (`cluster_points`), and cut by the budget when that
+    does not split it or after `MAX_DEPTH` rounds. Indices into `points`."""
+    n = len(points)
+    if n <= 1 or sum(tokens) <= c.max_tokens:
+        return [tuple(range(n))]
+    parts = cluster_points(points, tokens, c, depth + 1) if depth < MAX_DEPTH else []
+    if len(parts) < 2:
+        parts = split_by_budget(tuple(range(n)), tokens, c.max_tokens)
+    return parts

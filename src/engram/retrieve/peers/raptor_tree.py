@@ -2,12 +2,16 @@
 (each content once, with the memory's passage vectors; they are not copied into RAPTOR's tables); the summary
 nodes live in `raptor_nodes`: layer, text, vector, children and the leaf passages each covers.
 
-`sync` rebuilds the tree from the alive leaves whenever they changed (or when the last build missed a summary
-and an LLM is here to retry it): cluster the layer's nodes (`raptor_cluster`), summarise each cluster, embed the
-summaries, and repeat on the summaries. A node's id is the hash of its summary request (the texts of its
-children in id order), and a stored node with that id is reused without asking, so a rebuild after a write
-spends LLM calls only on clusters whose membership changed. A summary request that fails is recorded in
-`raptor_failed` and asked again by the next sync; the tree is built from the summaries that exist."""
+`sync` brings the tree in step whenever the alive leaves changed (or when the last build missed a summary and
+an LLM is here to retry it), keeping the stored clusters (`update`): a deleted leaf leaves its clusters, a new
+leaf joins the first-layer cluster whose centroid is nearest (`raptor_place`), a cluster that grew past the
+token budget is clustered again on its own, and only the clusters that changed and those above them are
+summarised again. A first build, new settings or an explicit rebuild cluster every leaf (`grow`): cluster the
+layer's nodes (`raptor_cluster`), summarise each cluster, embed the summaries, and repeat on the summaries. A
+node's id is the hash of its summary request (the texts of its children in id order), and a stored node with
+that id is reused without asking. A summary request that fails is recorded in `raptor_failed` and asked again
+by the next sync (its node then joins the layer above like a new leaf); the tree is built from the summaries
+that exist."""
 
 from __future__ import annotations
 
@@ -26,7 +30,8 @@ from engram.retrieve.peers.graphrag_index import ask_all
 from engram.retrieve.peers.lightrag_prompts import passage_block
 from engram.retrieve.peers.lightrag_query import passages_of
 from engram.retrieve.peers.lightrag_rows import digest_of, text_hash, vectors_for
-from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points
+from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points, split_cluster
+from engram.retrieve.peers.raptor_place import place
 from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM, read_summary, summary_messages
 from engram.store.peer_tables import PeerTables
 from engram.tokens import default_counter
@@ -98,15 +103,16 @@ def node_id(layer: int, texts: Sequence[str]) -> str:
     return hashlib.sha256(request.encode("utf-8")).hexdigest()
 
 
-def sync(host: PeerHost, settings: Settings) -> PeerSync:
+def sync(host: PeerHost, settings: Settings, rebuild: bool = False) -> PeerSync:
     """Bring the tree in step when the alive leaves changed since the last build, or when that build missed a
-    summary and an LLM is here to ask again; otherwise nothing."""
+    summary and an LLM is here to ask again; otherwise nothing. `rebuild`: cluster every leaf again from
+    scratch (stored summaries are still reused where a cluster's request did not change)."""
     report = PeerSync(METHOD)
     alive = passages_of(host.view)
     digest = digest_of([*alive, settings.key()])
     held = state(host.tables)
-    if held.get("built") != digest or (held.get("complete") != "1" and host.chat is not None):
-        build(host, leaf_nodes(host, alive), digest, settings, report, held)
+    if rebuild or held.get("built") != digest or (held.get("complete") != "1" and host.chat is not None):
+        build(host, leaf_nodes(host, alive), digest, settings, report, held, rebuild)
     failed = int(host.tables.read("SELECT COUNT(*) FROM raptor_failed")[0][0])
     report.stats = {**stats(host.tables), "pending": failed if host.chat is None else 0}
     return report
@@ -119,23 +125,35 @@ def stored_nodes(tables: PeerTables) -> dict[str, Node]:
     }
 
 
-def only_deleted(stored: dict[str, Node], alive: set[str]) -> bool:
-    """Whether the alive leaves are the stored tree's first-layer members less some (a delete, nothing added)."""
-    members = {c for n in stored.values() if n.layer == 1 for c in n.children}
-    return bool(members) and alive < members
+Clusters = dict[int, dict[str, tuple[str, ...]]]  # layer -> cluster id -> ids of its members at the layer below
+
+
+def stored_clusters(tables: PeerTables, stored: dict[str, Node]) -> Clusters:
+    """The stored tree's clusters by layer: every summary node's children, and every failed request's."""
+    out: Clusters = {}
+    for n in stored.values():
+        out.setdefault(n.layer, {})[n.id] = n.children
+    for i, layer, kids in tables.read("SELECT id, layer, children FROM raptor_failed"):
+        out.setdefault(int(layer), {})[str(i)] = tuple(json.loads(kids))
+    return out
 
 
 def build(
-    host: PeerHost, leaves: list[Node], digest: str, settings: Settings, report: PeerSync, held: dict[str, str]
+    host: PeerHost,
+    leaves: list[Node],
+    digest: str,
+    settings: Settings,
+    report: PeerSync,
+    held: dict[str, str],
+    rebuild: bool = False,
 ) -> None:
-    """A delete from a complete tree built with these settings shrinks it (`shrink`); anything else clusters
-    the leaves again (`grow`)."""
+    """Keep the stored tree's clusters (`update`: deletes leave them, additions are placed into them, failed
+    summaries are asked again) when it was built with these settings; a first build, new settings or `rebuild`
+    start from no clusters, so every leaf is clustered."""
     stored = stored_nodes(host.tables)
-    same = held.get("settings") == digest_of([settings.key()]) and held.get("complete") == "1"
-    if same and only_deleted(stored, {n.id for n in leaves}):
-        tree, failed = shrink(host, leaves, settings, stored, report)
-    else:
-        tree, failed = grow(host, leaves, settings, stored, report)
+    same = held.get("settings") == digest_of([settings.key()])
+    clusters = stored_clusters(host.tables, stored) if same and not rebuild else {}
+    tree, failed = update(host, leaves, settings, stored, clusters, report)
     report.failed = len(failed)
     report.removed = len(set(stored) - {n.id for n in tree})
     report.embedded = len({n.id for n in tree} - set(stored))
@@ -146,14 +164,14 @@ Failed = dict[str, tuple[int, tuple[str, ...], str]]  # node id -> (layer, child
 
 
 def grow(
-    host: PeerHost, leaves: list[Node], settings: Settings, stored: dict[str, Node], report: PeerSync
+    host: PeerHost, nodes: list[Node], settings: Settings, stored: dict[str, Node], report: PeerSync, first: int = 1
 ) -> tuple[list[Node], Failed]:
-    """The tree clustered from the leaves up, layer by layer (stored nodes reused by request)."""
+    """The tree clustered from `nodes` (of layer `first` - 1) up, layer by layer (stored nodes reused by
+    request)."""
     counter = default_counter()
     tree: list[Node] = []
     failed: Failed = {}
-    nodes = leaves
-    for layer in range(1, settings.max_layers + 1):
+    for layer in range(first, settings.max_layers + 1):
         if len(nodes) <= settings.clustering.dim + 1:
             break
         clusters = cluster_points(_matrix(nodes), [counter(n.text) for n in nodes], settings.clustering)
@@ -167,28 +185,73 @@ def grow(
     return tree, failed
 
 
-def shrink(
-    host: PeerHost, leaves: list[Node], settings: Settings, stored: dict[str, Node], report: PeerSync
-) -> tuple[list[Node], Failed]:
-    """The stored tree without the deleted leaves: every cluster keeps its alive members (a cluster left empty
-    goes), so only the clusters a deleted passage was in, and those above them, send a new summary request."""
+def update(
+    host: PeerHost, leaves: list[Node], settings: Settings, stored: dict[str, Node], clusters: Clusters,
+    report: PeerSync,
+) -> tuple[list[Node], Failed]:  # fmt: skip
+    """The tree from `clusters` (the stored ones, or none), layer by layer: each cluster keeps its members that
+    are still there (one left empty goes); the nodes below that no cluster holds (new leaves, summaries asked
+    again) join the cluster whose centroid is nearest (`raptor_place`); a cluster that gained members and passes
+    `max_tokens` is clustered again on its own. A cluster whose members did not change sends the same request,
+    answered by its stored node, so only clusters that lost or gained members and those above them are asked.
+    A layer without clusters (no tree yet, or above the stored tree's top) is clustered from scratch (`grow`)."""
     tree: list[Node] = []
     failed: Failed = {}
-    below = {n.id: n for n in leaves}  # stored id at the layer below -> its node now
+    below: dict[str, list[Node]] = {n.id: [n] for n in leaves}  # id at the layer below -> its node(s) now
     for layer in range(1, settings.max_layers + 1):
-        groups: dict[str, list[Node]] = {}
-        for old in sorted((n for n in stored.values() if n.layer == layer), key=lambda n: n.id):
-            kids = {below[c].id: below[c] for c in old.children if c in below}
-            if kids:
-                groups[old.id] = sorted(kids.values(), key=lambda n: n.id)
+        olds = clusters.get(layer, {})
+        groups = {old: _members(kids, below) for old, kids in sorted(olds.items())}
+        groups = {old: kids for old, kids in groups.items() if kids}
         if not groups:
+            nodes = sorted({n.id: n for ns in below.values() for n in ns}.values(), key=lambda n: n.id)
+            more, missing = grow(host, nodes, settings, stored, report, layer)
+            tree += [n for n in more if n.id not in {t.id for t in tree}]
+            failed.update(missing)
             break
-        made = summarise(host, layer, list(groups.values()), stored)
+        held = {k for kids in olds.values() for k in kids}
+        fresh = {n.id: n for old, ns in below.items() if old not in held for n in ns}
+        parts = _split(groups, _place_into(groups, sorted(fresh.values(), key=lambda n: n.id)), settings)
+        made = summarise(host, layer, [kids for _, kids in parts], stored)
         _record(report, made, layer, tree, failed)
         now = {n.id: n for n in made.nodes}
-        ids = {old: node_id(layer, [k.text for k in kids]) for old, kids in groups.items()}
-        below = {old: now[i] for old, i in ids.items() if i in now}
+        below = {}
+        for old, kids in parts:
+            i = node_id(layer, [k.text for k in kids])
+            if i in now:
+                below.setdefault(old, []).append(now[i])
     return tree, failed
+
+
+def _members(kids: Sequence[str], below: dict[str, list[Node]]) -> list[Node]:
+    return sorted({n.id: n for k in kids for n in below.get(k, [])}.values(), key=lambda n: n.id)
+
+
+def _place_into(groups: dict[str, list[Node]], fresh: list[Node]) -> set[str]:
+    """Adds each of `fresh` to the group it fits best (all placed against the groups as they were); the ids of
+    the groups that gained members."""
+    olds = list(groups)
+    where = place([_matrix(groups[o]) for o in olds], _matrix(fresh)) if fresh else []
+    for node, g in zip(fresh, where):
+        groups[olds[g]].append(node)
+    gained = {olds[g] for g in where}
+    for old in gained:
+        groups[old].sort(key=lambda n: n.id)
+    return gained
+
+
+def _split(groups: dict[str, list[Node]], gained: set[str], settings: Settings) -> list[tuple[str, list[Node]]]:
+    """(cluster id, members) for every group; a group that gained members and passes `max_tokens` is split by
+    clustering it alone (`raptor_cluster.split_cluster`), each part keeping the cluster's id (so its parents
+    hold every part)."""
+    counter = default_counter()
+    out: list[tuple[str, list[Node]]] = []
+    for old, kids in groups.items():
+        if old not in gained:
+            out.append((old, kids))
+            continue
+        parts = split_cluster(_matrix(kids), [counter(k.text) for k in kids], settings.clustering)
+        out += [(old, [kids[i] for i in part]) for part in parts]
+    return out
 
 
 def _record(report: PeerSync, made: Layer, layer: int, tree: list[Node], failed: Failed) -> None:
