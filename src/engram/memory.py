@@ -278,10 +278,8 @@ class Memory:
         return PeerHost(self._current(), embed_fn(self.embedder), self.embedder.dim, chat, tables, progress)
 
     def add_method(self, name: str, progress: Progress | None = None, rebuild: bool = False) -> PeerSync:
-        """Index the memory's passages for the peer method `name` (e.g. "lightrag") into its own tables; from
-        then on every index, update, delete and extract keeps them in step. Re-running it resumes. `rebuild`:
-        build again from scratch a method whose index depends on the order of writes (raptor: cluster every
-        passage again)."""
+        """Index the passages for the peer method `name` into its own tables, kept in step by every later write;
+        re-running resumes. `rebuild`: start over where the index depends on write order (raptor re-clusters)."""
         try:
             return self._peers.add(name, progress, rebuild)
         finally:
