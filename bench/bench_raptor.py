@@ -3,9 +3,11 @@
 requests, and the estimate beside the build's real request count; not quality.
 
 The passages are indexed first without an LLM (imported empty extractions), then: `add_method("raptor")` (the
-build: clustering, one scripted summary per cluster), one write of a new document, the delete of that document,
-and 20 collapsed-tree queries. Summaries are short texts made from the request, so the upper layers cluster
-scripted text. Numbers are wall seconds on this machine and the summary requests the server received.
+build: clustering, one scripted summary per cluster), one write of a new document (placed into the stored
+tree), the delete of that document, a rebuild from scratch (`add_method("raptor", rebuild=True)`: every passage
+clustered again; the summaries of clusters that came out the same are reused), and 20 collapsed-tree queries.
+Summaries are short texts made from the request, so the upper layers cluster scripted text. Numbers are wall
+seconds on this machine and the summary requests the server received.
 
     .venv/bin/python bench/bench_raptor.py [--passages 1890] [--embedder hash|minilm]
 """
@@ -44,6 +46,10 @@ def summaries(fake: Any) -> int:
     return sum(1 for r in fake.requests if r["messages"][0]["content"] == SUMMARY_SYSTEM)
 
 
+def cache_hits(memory: Any) -> int:
+    return int(memory.method_costs("raptor")["phases"]["index"]["cache_hits"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=1890)
@@ -80,11 +86,13 @@ def main() -> None:
             for label, step in (
                 ("one write", lambda: memory.index([new], extractions=[{"id": new.id, "entities": [], "triples": []}])),
                 ("its delete", lambda: memory.delete([new.id])),
+                ("rebuild from scratch", lambda: memory.add_method("raptor", rebuild=True)),
             ):
-                calls, start = summaries(fake), time.perf_counter()
+                calls, hits, start = summaries(fake), cache_hits(memory), time.perf_counter()
                 step()
-                sent = summaries(fake) - calls
-                print(f"{label}: {time.perf_counter() - start:.1f} s, {sent} summary requests sent")
+                sent, cached = summaries(fake) - calls, cache_hits(memory) - hits
+                print(f"{label}: {time.perf_counter() - start:.1f} s, {sent} summary requests sent, "
+                      f"{cached} answered by the response cache")  # fmt: skip
             start = time.perf_counter()
             memory.retrieve(["Who founded the American Institute of Physics?"] * 20, top_k=5, method="raptor")
             print(f"20 collapsed-tree queries: {time.perf_counter() - start:.2f} s")

@@ -95,6 +95,18 @@ def test_tiny_inputs_are_one_cluster() -> None:
     assert memberships(np.ones((2, 3)), c) == [(0, 1)]
 
 
+def test_groups_below_twice_dim_plus_one_are_one_cluster_without_fitting() -> None:
+    from engram.retrieve.peers.raptor_cluster import one_component
+
+    c = Clustering()
+    rng = np.random.default_rng(5)
+    for n in (12, 17, 21):  # what UMAP and the mixture give (one component), which cluster_points now skips
+        points = np.vstack([rng.standard_normal((n // 2, 16)), 5 + rng.standard_normal((n - n // 2, 16))])
+        assert one_component(n, c) and memberships(reduce(points, int(math.sqrt(n - 1)), c), c) == [tuple(range(n))]
+        assert cluster_points(points, [5] * n, c) == [tuple(range(n))]
+    assert not one_component(22, c)
+
+
 def test_collapsed_tree_budget_and_passage_order() -> None:
     assert fill_budget([500, 800, 900, 10], 2000) == 2  # stops at the first node that does not fit
     assert fill_budget([], 2000) == 0
@@ -242,9 +254,9 @@ def test_a_missing_extra_names_the_install(names: tuple[str, ...], monkeypatch: 
 
     for name in names:
         monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as when it is not installed
-    points = np.random.default_rng(4).standard_normal((20, 8))
+    points = np.random.default_rng(4).standard_normal((30, 8))  # enough points to be reduced and fitted
     with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
-        cluster_points(points, [1] * 20, Clustering())
+        cluster_points(points, [1] * 30, Clustering())
     with pytest.raises(MissingDependencyError, match=r"pip install 'engram\[peers\]'"):
         METHOD.ready()  # asked before the method's tables are made
 

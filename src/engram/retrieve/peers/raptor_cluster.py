@@ -136,14 +136,22 @@ def split_by_budget(members: Cluster, tokens: Sequence[int], budget: int) -> lis
     return [tuple(r) for r in runs if r]
 
 
+def one_component(n: int, c: Clustering) -> bool:
+    """Whether a group of `n` points is one cluster without reducing or fitting it: at most `c.dim` + 1 points
+    are not reduced and are one cluster; from there to 2 (`c.dim` + 1) - 1 points UMAP reduces them to `c.dim`
+    dimensions, where the mixture's cap n / (d + 1) allows a single component, whose posterior is 1 for every
+    point. Skipping the UMAP fit and the mixture gives the same cluster."""
+    return n < 2 * (c.dim + 1)
+
+
 def _two_level(points: Points, c: Clustering) -> list[Cluster]:
     """Global clusters (UMAP with about sqrt(n) neighbours), then local clusters inside each one."""
     n = len(points)
-    if n <= c.dim + 1:
+    if one_component(n, c):
         return [tuple(range(n))] if n else []
     out: set[Cluster] = set()
     for group in memberships(reduce(points, int(math.sqrt(n - 1)), c), c):
-        if len(group) <= c.dim + 1:
+        if one_component(len(group), c):
             out.add(group)
             continue
         sub = points[list(group)]
