@@ -17,11 +17,13 @@ import scipy.sparse as sp
 
 
 def _threads() -> int:
-    """ENGRAM_THREADS (a positive whole number), else the cores, at most 4; 1 runs all on the caller's thread."""
+    """ENGRAM_THREADS (a positive whole number), else the cores this process may use, at most 4; 1 runs all
+    on the caller's thread."""
     value = os.environ.get("ENGRAM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
-    return max(1, min(4, os.cpu_count() or 1))
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(4, usable))
 
 
 THREADS = _threads()

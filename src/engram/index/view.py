@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.parallel import row_dots
-from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk, walk_operator
+from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk
 from engram.index.names import NameSnapshot
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
@@ -55,7 +55,6 @@ class GraphIndex:
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
-    _operator: list[sp.csr_matrix] = field(default_factory=list)
     _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
     _memo: dict[str, object] = field(default_factory=dict)
@@ -70,15 +69,6 @@ class GraphIndex:
                 n_passages = len(self.passages)
                 self._adjacency.append(assemble_adjacency(self.tables, n_passages, self.synonyms, self.context_weight))
             return self._adjacency[0]
-
-    @property
-    def operator(self) -> sp.csr_matrix:
-        """The walk operator in row space (derived on first use: retrieval walks the canonical one)."""
-        adjacency = self.adjacency
-        with self._cache_lock:
-            if not self._operator:
-                self._operator.append(walk_operator(adjacency))
-            return self._operator[0]
 
     def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or

@@ -115,6 +115,8 @@ def memberships(points: Points, c: Clustering) -> list[Cluster]:
             bic = float(model.bic(data))
             if bic < best_bic:
                 best, best_bic = model, bic
+        if best is None:  # not even one component could be fitted (degenerate points): keep them together
+            return [tuple(range(n))]
         probs = best.predict_proba(data)
     member = probs > c.threshold
     member[np.arange(n), probs.argmax(axis=1)] = True
