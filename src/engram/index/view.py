@@ -58,7 +58,7 @@ class GraphIndex:
     _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
     _memo: dict[str, object] = field(default_factory=dict)
-    _memo_lock: threading.Lock = field(default_factory=threading.Lock)
+    _memo_lock: threading.RLock = field(default_factory=threading.RLock)  # a memo may build on another
 
     @property
     def adjacency(self) -> sp.csr_matrix:

@@ -85,12 +85,29 @@ class PeerMethod(Protocol):
 
 
 def alive_passages(view: GraphIndex) -> dict[str, PassageRow]:
-    """The alive passages by content hash (the first passage of each content)."""
-    out: dict[str, PassageRow] = {}
-    for p, alive in zip(view.passages, view.passage_alive.tolist()):
-        if alive and p.content_hash not in out:
-            out[p.content_hash] = p
-    return out
+    """The alive passages by content hash (the first passage of each content); built once per view (read-only)."""
+
+    def build() -> dict[str, PassageRow]:
+        out: dict[str, PassageRow] = {}
+        for p, alive in zip(view.passages, view.passage_alive.tolist()):
+            if alive and p.content_hash not in out:
+                out[p.content_hash] = p
+        return out
+
+    return view.memo("peers.alive_passages", build)
+
+
+def passages_of(view: GraphIndex) -> dict[str, list[int]]:
+    """Alive passage rows by content hash; built once per view (read-only)."""
+
+    def build() -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for row, (p, alive) in enumerate(zip(view.passages, view.passage_alive.tolist())):
+            if alive:
+                out.setdefault(p.content_hash, []).append(row)
+        return out
+
+    return view.memo("peers.passages_of", build)
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from engram.llm import aio
 from engram.llm.base import ChatModel
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.retrieve.context import RetrievalContext
+from engram.retrieve.peers.base import passages_of
 from engram.retrieve.peers.lightrag_prompts import keyword_messages, read_keywords
 from engram.store.peer_tables import PeerTables
 from engram.types import Fact, Retrieval, RetrievedPassage
@@ -127,15 +128,6 @@ async def _keywords_all(chat: ChatModel, queries: Sequence[str]) -> list[tuple[t
 def query_keywords(chat: ChatModel, queries: Sequence[str]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """(high-level, low-level) keywords per query, asked concurrently."""
     return aio.run(_keywords_all(chat, queries))
-
-
-def passages_of(view: GraphIndex) -> dict[str, list[int]]:
-    """Alive passage rows by content hash."""
-    out: dict[str, list[int]] = {}
-    for row, (p, alive) in enumerate(zip(view.passages, view.passage_alive.tolist())):
-        if alive:
-            out.setdefault(p.content_hash, []).append(row)
-    return out
 
 
 def as_passages(view: GraphIndex, ranked: Sequence[tuple[str, float]], k: int) -> list[RetrievedPassage]:

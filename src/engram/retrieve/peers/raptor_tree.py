@@ -25,10 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.llm.json_reply import JsonRequest
-from engram.retrieve.peers.base import PeerHost, PeerSync
+from engram.retrieve.peers.base import PeerHost, PeerSync, passages_of
 from engram.retrieve.peers.graphrag_index import ask_all
 from engram.retrieve.peers.lightrag_prompts import passage_block
-from engram.retrieve.peers.lightrag_query import passages_of
 from engram.retrieve.peers.lightrag_rows import digest_of, text_hash, vectors_for
 from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points, split_cluster
 from engram.retrieve.peers.raptor_place import place
