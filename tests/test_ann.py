@@ -125,6 +125,8 @@ def test_memory_keeps_its_ann_index_across_reopen(tmp_path: Path) -> None:
     assert (tmp_path / "m" / "index" / "ann" / "manifest.json").exists()
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
         state = memory._live.load()
+        assert state.synonyms.ann is None and state.synonyms.ann_loader is not None  # opening does not read it
+        state.synonyms.ann_loader()  # what the first synonym search that wants the index runs
         index = state.synonyms.ann
         assert index is not None and index.size == len(state.phrases)
         rows = np.arange(0, len(state.phrases), 37)

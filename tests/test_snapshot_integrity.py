@@ -14,6 +14,7 @@ import pytest
 
 from engram import Memory
 from engram.embed import HashEmbedder
+from engram.index.state_file import ARRAYS
 from engram.store.snapshot import read_latest_snapshot, snapshot_dir, write_snapshot
 from helpers import DOCS
 
@@ -36,7 +37,7 @@ def only_snapshot(path: Path) -> Path:
     return folders[0]
 
 
-@pytest.mark.parametrize("damage", ["flip", "empty", "truncate", "keys"])
+@pytest.mark.parametrize("damage", ["flip", "empty", "truncate", "keys", "state"])
 def test_damaged_snapshot_is_rebuilt_not_used(tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "m"
     expected = build(path)
@@ -50,8 +51,12 @@ def test_damaged_snapshot_is_rebuilt_not_used(tmp_path: Path, damage: str, caplo
         target.write_bytes(b"")
     elif damage == "truncate":
         target.write_bytes(bytes(data[: len(data) // 2]))
-    else:
+    elif damage == "keys":  # read only when the saved state is not usable: here it is gone
         (folder / "keys.json").write_text('{"passage": [], "phrase": [], "fact": []}', encoding="utf-8")
+        (folder / "state.json").unlink()
+    else:
+        refs = folder / "state-phrase_refs.npy"
+        refs.write_bytes(refs.read_bytes()[:-8] + np.int64(7).tobytes())
     with caplog.at_level(logging.WARNING, logger="engram"), Memory(path, embedder=HashEmbedder()) as memory:
         assert dense(memory) == expected
     assert any("snapshot" in r.getMessage() and "rebuil" in r.getMessage() for r in caplog.records)
@@ -67,7 +72,8 @@ def test_snapshot_has_checksums(tmp_path: Path) -> None:
     build(tmp_path / "m")
     folder = only_snapshot(tmp_path / "m")
     assert (folder / "manifest.json").exists()
-    assert {p.name for p in folder.iterdir()} == {"manifest.json", "keys.json", "passage.npy", "phrase.npy", "fact.npy"}
+    vectors = {"manifest.json", "keys.json", "passage.npy", "phrase.npy", "fact.npy"}
+    assert {p.name for p in folder.iterdir()} == vectors | {"state.json"} | {f"state-{a}.npy" for a in ARRAYS}
 
 
 def table(rows: int) -> dict[str, tuple[list[str], np.ndarray]]:

@@ -41,6 +41,7 @@ class SynonymLists:
         self.ann_min_rows = ann_min_rows
         self.ann: AnnIndex | None = None  # over the phrase rows marked in ann_present, built on first use
         self.ann_present = np.zeros(0, dtype=bool)
+        self.ann_loader: Callable[[], object] | None = None  # loads a saved index (adopt_ann) when first needed
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
         self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
@@ -88,6 +89,7 @@ class SynonymLists:
         0 forces ANN."""
         if self.ann_min_rows is None or len(targets) < self.ann_min_rows:
             return False
+        self._load_saved_ann()
         if self.ann_min_rows == 0:
             return True
         top = int(targets[-1]) + 1
@@ -124,6 +126,7 @@ class SynonymLists:
     def ann_index(self, vectors: VectorsOf, rows: int) -> AnnIndex:
         """The ANN index, holding at least phrase rows 0..rows-1 (rows are added when first needed and never
         removed: their vectors do not change, and dead rows are filtered out of the results)."""
+        self._load_saved_ann()
         if self.ann is None:
             self.ann = AnnIndex(int(vectors(np.zeros(1, dtype=np.int64)).shape[1]))
             self.ann_present = np.zeros(0, dtype=bool)
@@ -135,6 +138,12 @@ class SynonymLists:
             self.ann.add(part, vectors(part))
         self.ann_present[missing] = True
         return self.ann
+
+    def _load_saved_ann(self) -> None:
+        """Run the saved index's loader once, before the index is first needed (opening does not pay for it)."""
+        loader, self.ann_loader = self.ann_loader, None
+        if loader is not None and self.ann is None:
+            loader()
 
     def adopt_ann(self, index: AnnIndex, present: npt.NDArray[np.bool_]) -> None:
         """Use a loaded ANN index that holds the rows marked in `present`."""

@@ -12,6 +12,7 @@ from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.index.ann_cache import save_ann
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
+from engram.index.state_file import state_files
 from engram.store.base import Store
 from engram.store.snapshot import ROLES, VectorTable, write_snapshot
 from engram.types import Progress
@@ -89,8 +90,7 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
 
 
 def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
-    """The state of the committed records. Synonym lists come from the store; when it has none for a graph
-    that has phrases, they are computed (the returned rows must then be persisted)."""
+    """The state of the committed records, and the synonym list rows computed on the way (`load_synonyms`)."""
     state = IndexState(source.embedder.dim, config)
     passages = store.passages()
     vectors = source.get("passage", [passage_text(p) for p in passages])
@@ -102,6 +102,12 @@ def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple
         if row is not None:
             state.set_triples(i, row.status, row.triples if row.status == "done" else [])
     fill_vectors(state, source)
+    return state, load_synonyms(store, state)
+
+
+def load_synonyms(store: Store, state: IndexState) -> set[int]:
+    """Give a loaded state its synonym lists from the store; when it has none for a graph that has phrases,
+    they are computed (the returned rows must then be persisted)."""
     lists = store.synonym_lists()
     if lists or not len(state.alive_phrases()) or store.get_meta("synonym_lists") == "1":
         where = state.phrase_row
@@ -113,8 +119,8 @@ def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple
             }
         )
         state.changes = Changes()
-        return state, set()
-    return state, state.update_synonyms()
+        return set()
+    return state.update_synonyms()
 
 
 def synonym_payload(state: IndexState, rows: set[int]) -> dict[str, list[tuple[str, float]]]:
@@ -129,5 +135,5 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         "fact": [text_hash(fact_text(f)) for f in state.facts],
     }
     tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
-    write_snapshot(root, generation, tables)
+    write_snapshot(root, generation, tables, state_files(state, generation))
     save_ann(root, state)

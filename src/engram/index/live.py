@@ -12,11 +12,19 @@ from engram.embed.base import Embedder
 from engram.errors import ConflictError
 from engram.index.ann_cache import load_ann
 from engram.index.bm25 import BM25Index
-from engram.index.commit import VectorSource, fill_vectors, load_state, save_snapshot, synonym_payload
+from engram.index.commit import (
+    VectorSource,
+    fill_vectors,
+    load_state,
+    load_synonyms,
+    save_snapshot,
+    synonym_payload,
+)
 from engram.index.state import IndexState
+from engram.index.state_file import restore_state
 from engram.index.view import GraphIndex, passage_text, view
 from engram.store.base import Store, Tx
-from engram.store.snapshot import load_snapshot
+from engram.store.snapshot import load_snapshot, snapshot_dir
 from engram.types import Progress
 
 READERS_ABOUT = 30.0  # seconds after another thread's read during which commits derive the next view themselves
@@ -80,18 +88,30 @@ class LiveIndex:
         with self.lock:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
-                self.state, changed = load_state(self.store, self.source(), self.config)
+                self.state, changed, restored = self._load_state(generation)
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
-                    load_ann(self.root, self.state)
+                    root, state = self.root, self.state
+                    state.synonyms.ann_loader = lambda: load_ann(root, state)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
                         self.store.set_meta(db, "synonym_lists", "1")
                 with self._view_lock:
                     self.index, self.generation, self._bm25 = None, generation, None
-                fresh = self.source().embedded > 0 or self._snapshot_damaged
-                self.dirty = self.root is not None and (fresh or not (self.root / "index").exists())
+                # a snapshot without the saved state (an older format, damaged) is written again on close
+                self.dirty = self.root is not None and (not restored or self._snapshot_damaged)
             return self.state
+
+    def _load_state(self, generation: int) -> tuple[IndexState, set[int], bool]:
+        """(state, synonym rows computed on the way, whether it was restored from the saved state)."""
+        if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
+            saved = restore_state(self.root, generation, self.store.passages(), self.embedder.dim, self.config)
+            if saved is not None:
+                if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
+                    self._vectors = VectorSource(self.store, self.embedder, self.model_key, {})
+                return saved, load_synonyms(self.store, saved), True
+        state, changed = load_state(self.store, self.source(), self.config)
+        return state, changed, False
 
     def current(self) -> GraphIndex:
         """The index of the latest committed generation. A commit made while readers are about derives the

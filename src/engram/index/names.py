@@ -20,6 +20,7 @@ from __future__ import annotations
 import unicodedata
 from array import array
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -96,6 +97,32 @@ class NameTable:
         first[1:] = pairs[1:] != pairs[:-1]  # each (passage, word) once
         counts += np.bincount(pairs[first] % len(self.word_ids), minlength=len(self.word_ids))
         return counts
+
+    def saved(self) -> tuple[dict[str, object], dict[str, npt.NDArray[Any]]]:
+        """The table as `engram.index.state_file` saves it: (JSON-ready parts, arrays: copies, since a view of
+        the growing buffers would stop them growing)."""
+        self._catch_up()
+        parts = {"words": list(self.word_ids), "other_rows": self.other_rows, "longest": self.longest}
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "offsets": np.frombuffer(self._offsets, np.int64).copy(),
+            "words": np.frombuffer(self._words, np.int32).copy(),
+        }
+        if self._counts is not None:
+            arrays["counts"] = self._counts[: len(self.word_ids)]
+        return parts, arrays
+
+    def restore(self, parts: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
+        """Take back what `saved` gave, for the same phrase rows (which the state has already filled)."""
+        offsets, ids, words = arrays["offsets"], arrays["words"], parts["words"]
+        if len(offsets) != len(self.phrases) + 1 or (len(ids) and int(ids.max()) >= len(words)):
+            raise ValueError("saved name table does not fit the phrases")
+        self.word_ids = {str(w): i for i, w in enumerate(words)}
+        self.other_rows = {str(name): tuple(int(r) for r in rows) for name, rows in parts["other_rows"].items()}
+        self.longest = int(parts["longest"])
+        self._offsets = array("q", offsets.astype(np.int64).tobytes())
+        self._words = array("i", ids.astype(np.int32).tobytes())
+        counts = arrays.get("counts")
+        self._counts = None if counts is None else counts.astype(np.int64)
 
     def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:
         """The counts as they stand (built from `contexts` and `alive`, the state's, on the first call)."""

@@ -10,10 +10,8 @@ scratch on the surviving documents.
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
+from engram.index.rows import Rows, SortedKeys
 from engram.store.records import PassageRow
 from engram.types import Triple
 
@@ -43,26 +42,6 @@ def ann_rows(config: GraphConfig) -> int | None:
     return config.ann_min_rows
 
 
-class Rows:
-    """A growable float32 matrix (capacity grows by half: the slack of a large memory's vectors is RAM)."""
-
-    def __init__(self, dim: int) -> None:
-        self.data = np.zeros((16, dim), dtype=np.float32)
-        self.size = 0
-
-    def append(self, vectors: Vectors) -> None:
-        need = self.size + len(vectors)
-        if need > len(self.data):
-            grown = np.zeros((max(need, len(self.data) + len(self.data) // 2), self.data.shape[1]), dtype=np.float32)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size : need] = vectors
-        self.size = need
-
-    def view(self) -> Vectors:
-        return self.data[: self.size]
-
-
 def passage_text(row: PassageRow) -> str:
     """What is embedded for a passage: its title line, then its text."""
     return f"{row.title}\n{row.text}" if row.title else row.text
@@ -78,61 +57,6 @@ class Changes:
 
     new_phrases: set[int] = field(default_factory=set)
     dead_phrases: set[int] = field(default_factory=set)
-
-
-K = TypeVar("K", str, Triple)
-
-
-class SortedKeys(Generic[K]):
-    """The alive keys of one kind in sorted order, with their rows, refreshed lazily: `touch` a key whose
-    aliveness may have changed; `keys(alive)` and `rows(alive)` apply the changes - a few by binary search and
-    insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up again."""
-
-    BULK = 64  # more changes than this at once: merge and look the rows up again
-
-    def __init__(self, row_of: Mapping[K, int]) -> None:
-        self._row_of: Mapping[K, int] = row_of  # a key's row never changes
-        self._keys: list[K] = []
-        self._rows: IntArray = np.zeros(0, dtype=np.int64)
-        self._members: set[K] = set()
-        self._touched: set[K] = set()
-
-    def touch(self, key: K) -> None:
-        self._touched.add(key)
-
-    def keys(self, alive: Callable[[K], bool]) -> list[K]:
-        self._refresh(alive)
-        return self._keys
-
-    def rows(self, alive: Callable[[K], bool]) -> IntArray:
-        """The rows of `keys(alive)`, in the same order (a new array after each change, never mutated)."""
-        self._refresh(alive)
-        return self._rows
-
-    def _refresh(self, alive: Callable[[K], bool]) -> None:
-        if not self._touched:
-            return
-        gone = sorted(k for k in self._touched if k in self._members and not alive(k))
-        fresh = sorted(k for k in self._touched if k not in self._members and alive(k))
-        self._touched = set()
-        if len(gone) + len(fresh) > self.BULK:
-            dropped = set(gone)
-            kept = [k for k in self._keys if k not in dropped] if gone else self._keys
-            self._keys = sorted(kept + fresh) if fresh else kept
-            self._rows = np.fromiter(map(self._row_of.__getitem__, self._keys), np.int64, count=len(self._keys))
-        else:
-            if gone:
-                at = [bisect_left(self._keys, k) for k in gone]
-                for i in reversed(at):
-                    del self._keys[i]
-                self._rows = np.delete(self._rows, at)
-            if fresh:
-                at = [bisect_left(self._keys, k) for k in fresh]
-                for i, k in zip(reversed(at), reversed(fresh)):
-                    self._keys.insert(i, k)
-                self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
-        self._members.difference_update(gone)  # in place: a new set would copy every key per change
-        self._members.update(fresh)
 
 
 class IndexState:
@@ -342,6 +266,29 @@ class IndexState:
                 grown[: len(self._fact_alive)] = self._fact_alive
                 self._fact_alive = grown
         return row
+
+    def canonical_rows(self) -> dict[str, IntArray]:
+        """Rows of the alive passages, phrases and facts, each sorted by key (the graph's node order)."""
+        return {
+            "passage": self.passage_order.rows(lambda k: self.passage_alive[self.passage_row[k]]),
+            "phrase": self.phrase_order.rows(lambda k: self.phrase_refs[self.phrase_row[k]] > 0),
+            "fact": self.fact_order.rows(lambda k: self.fact_support[self.fact_row[k]] > 0),
+        }
+
+    def totals(self) -> dict[str, int]:
+        """The running totals over alive passages (a copy), as `restored` takes them back."""
+        return dict(self._counts)
+
+    def restored(self, totals: dict[str, int], fact_phrases: IntArray) -> None:
+        """Finish a state whose tables `engram.index.state_file` filled from a saved state: the running totals,
+        the alive masks and the shared relation strings, which follow from the tables."""
+        if set(totals) != set(self._counts):
+            raise ValueError("saved totals do not name the expected counts")
+        self._counts = {k: int(v) for k, v in totals.items()}
+        self._alive_mask = np.array(self.phrase_refs, dtype=np.int64) > 0
+        self._fact_alive = np.array(self.fact_support, dtype=np.int64) > 0
+        self._relations = {f[1]: f[1] for f in self.facts}
+        self._fact_phrase_array = fact_phrases
 
     def phrase_alive_mask(self) -> npt.NDArray[np.bool_]:
         """phrase_refs > 0, one bool per phrase row (a copy)."""

@@ -186,7 +186,7 @@ def view(state: IndexState) -> GraphIndex:
     synonyms = state.synonyms.edges()
     counts = state.stats()
     weight = state.config.context_weight
-    order = _canonical(state)
+    order = state.canonical_rows()
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     return GraphIndex(
         passages=list(state.passages),
@@ -236,15 +236,6 @@ def _canonical_adjacency(
     matrix = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
     matrix.sum_duplicates()
     return matrix
-
-
-def _canonical(state: IndexState) -> dict[str, npt.NDArray[np.int64]]:
-    """Rows of the alive passages, phrases and facts, each sorted by key."""
-    return {
-        "passage": state.passage_order.rows(lambda k: state.passage_alive[state.passage_row[k]]),
-        "phrase": state.phrase_order.rows(lambda k: state.phrase_refs[state.phrase_row[k]] > 0),
-        "fact": state.fact_order.rows(lambda k: state.fact_support[state.fact_row[k]] > 0),
-    }
 
 
 def _pairs(pairs: Iterable[tuple[int, int]], count: int) -> npt.NDArray[np.int64]:

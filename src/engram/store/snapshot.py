@@ -19,6 +19,8 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ import numpy.typing as npt
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
 VectorTable = dict[str, tuple[list[str], Vectors]]  # role -> (keys, matrix)
+Writer = Callable[[Any], object]  # writes one file's bytes to the handle it is given
 SNAPSHOT_MANIFEST = "manifest.json"
 STALE_TEMP_SECONDS = 6 * 3600  # a temporary folder untouched this long was left by a crash
 _GENERATION = re.compile(r"g(\d+)")
@@ -74,6 +77,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _digest_or_error(path: Path) -> str | OSError:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        return exc
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -82,7 +92,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_snapshot(root: Path, generation: int, tables: VectorTable) -> None:
+def write_snapshot(root: Path, generation: int, tables: VectorTable, extra: dict[str, Writer] | None = None) -> None:
+    """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
+    manifest."""
     final = snapshot_dir(root, generation)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".g{generation}.", dir=final.parent))
@@ -93,6 +105,8 @@ def write_snapshot(root: Path, generation: int, tables: VectorTable) -> None:
             sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", lambda h, a=array: np.save(h, a, allow_pickle=False))
         keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
         sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
+        for name, write in (extra or {}).items():
+            sums[name] = _write_file(tmp / name, write)
         manifest = json.dumps({"files": sums}, indent=1, sort_keys=True).encode("utf-8")
         _write_file(tmp / SNAPSHOT_MANIFEST, lambda h: h.write(manifest))
         _fsync_dir(tmp)
@@ -111,24 +125,53 @@ def write_snapshot(root: Path, generation: int, tables: VectorTable) -> None:
     prune_snapshots(root, generation)
 
 
-def _read_verified(folder: Path) -> VectorTable:
-    """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
+def _manifest(folder: Path) -> dict[str, str]:
     try:
         sums = json.loads((folder / SNAPSHOT_MANIFEST).read_bytes().decode("utf-8"))["files"]
     except FileNotFoundError as exc:
         raise SnapshotDamaged("it has no checksum manifest") from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SnapshotDamaged(f"its checksum manifest cannot be read ({exc})") from exc
-    names = {f"{role}.npy" for role in ROLES} | {"keys.json"}
-    if not isinstance(sums, dict) or not names <= set(sums):
+    if not isinstance(sums, dict):
         raise SnapshotDamaged("its checksum manifest does not list every file")
-    for name in sorted(names):
-        try:
-            digest = file_sha256(folder / name)
-        except OSError as exc:
-            raise SnapshotDamaged(f"{name} cannot be read ({exc})") from exc
-        if digest != sums[name]:
-            raise SnapshotDamaged(f"{name} does not match its checksum")
+    return sums
+
+
+def _verify(folder: Path, sums: dict[str, str], names: Sequence[str]) -> None:
+    if not set(names) <= set(sums):
+        raise SnapshotDamaged("its checksum manifest does not list every file")
+    ordered = sorted(names)
+    # files hashed side by side: hashing releases the GIL, and a large memory's vectors are gigabytes
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ordered), os.cpu_count() or 1))) as pool:
+        digests = pool.map(_digest_or_error, [folder / n for n in ordered])
+        for name, digest in zip(ordered, digests):
+            if isinstance(digest, OSError):
+                raise SnapshotDamaged(f"{name} cannot be read ({digest})")
+            if digest != sums[name]:
+                raise SnapshotDamaged(f"{name} does not match its checksum")
+
+
+def verified_files(root: Path, generation: int, names: Sequence[str]) -> Path | None:
+    """The folder of snapshot `generation` when its manifest lists all of `names` and those files match their
+    checksums (the others are not read); None when there is no such snapshot or it was written without them
+    (an older format), and None with a warning logged when they are damaged."""
+    folder = snapshot_dir(root, generation)
+    if not (folder / SNAPSHOT_MANIFEST).exists():
+        return None
+    try:
+        sums = _manifest(folder)
+        if not set(names) <= set(sums):
+            return None
+        _verify(folder, sums, names)
+    except SnapshotDamaged as exc:
+        log.warning("saved files of snapshot %s are not used: %s; they are rebuilt from the records", folder, exc)
+        return None
+    return folder
+
+
+def _read_verified(folder: Path) -> VectorTable:
+    """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
+    _verify(folder, _manifest(folder), [*(f"{role}.npy" for role in ROLES), "keys.json"])
     try:
         keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
         out: VectorTable = {}

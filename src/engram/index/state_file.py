@@ -1,0 +1,226 @@
+"""The live state saved beside the vector snapshot, so that opening a memory takes it back instead of rebuilding
+it from every passage's extraction.
+
+A snapshot `index/g<N>/` (engram.store.snapshot) also holds `state.json` (format version, generation, vector
+width, passage ids and content hashes by row, the full rows of dead passages, phrase keys by row, relation
+strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
+each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
+edge supports, the canonical orders, the name table). All are covered by the snapshot's checksum manifest.
+The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
+
+It is used only for the generation it was written at, when every file matches its checksum and the alive
+passages it names are exactly the stored ones with the same content; otherwise (or for another format version)
+the state is rebuilt from the records as before. Either way the result is the same state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.config import GraphConfig
+from engram.index.state import IndexState
+from engram.store.rows import PassageRow
+from engram.store.snapshot import ROLES, Writer, verified_files
+
+FORMAT = 1
+STATUS = ("done", "failed", "pending")
+ARRAYS = [
+    "passage_alive",
+    "passage_status",
+    "passage_dropped",
+    "facts_offsets",
+    "facts_rows",
+    "context_offsets",
+    "context_rows",
+    "phrase_refs",
+    "fact_phrases",
+    "fact_relation",
+    "fact_support",
+    "relation_pairs",
+    "relation_counts",
+    "order_passage",
+    "order_phrase",
+    "order_fact",
+    "names_offsets",
+    "names_words",
+    "names_counts",
+]
+NAMES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS), *(f"{role}.npy" for role in ROLES)]
+log = logging.getLogger(__name__)
+Array = npt.NDArray[Any]
+
+
+def _flat(parts: Sequence[Sequence[int]]) -> tuple[Array, Array]:
+    """(offsets, rows) of a list of row lists."""
+    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths)])
+    rows = np.fromiter((r for p in parts for r in p), dtype=np.int64, count=int(offsets[-1]))
+    return offsets, rows
+
+
+def _passage_fields(row: PassageRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "doc_id": row.doc_id,
+        "title": row.title,
+        "text": row.text,
+        "content_hash": row.content_hash,
+        "metadata": row.metadata,
+    }
+
+
+def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
+    """The writers of the state's files, for `write_snapshot`'s `extra`."""
+    relations = sorted({f[1] for f in state.facts})
+    relation_id = {r: i for i, r in enumerate(relations)}
+    names, name_arrays = state.names.saved()
+    order = state.canonical_rows()
+    pairs = sorted(state.relation.items())
+    arrays: dict[str, Array] = {
+        "passage_alive": np.array(state.passage_alive, dtype=bool),
+        "passage_status": np.array([STATUS.index(s) for s in state.passage_status], dtype=np.uint8),
+        "passage_dropped": np.array(state.passage_dropped, dtype=np.int64),
+        "phrase_refs": np.array(state.phrase_refs, dtype=np.int64),
+        "fact_phrases": state.fact_phrase_array(),
+        "fact_relation": np.array([relation_id[f[1]] for f in state.facts], dtype=np.int64),
+        "fact_support": np.array(state.fact_support, dtype=np.int64),
+        "relation_pairs": np.array([p for p, _ in pairs], dtype=np.int64).reshape(-1, 2),
+        "relation_counts": np.array([c for _, c in pairs], dtype=np.int64),
+        "order_passage": order["passage"],
+        "order_phrase": order["phrase"],
+        "order_fact": order["fact"],
+        "names_offsets": name_arrays["offsets"],
+        "names_words": name_arrays["words"],
+    }
+    arrays["facts_offsets"], arrays["facts_rows"] = _flat([sorted(f) for f in state.passage_facts])
+    arrays["context_offsets"], arrays["context_rows"] = _flat([c.tolist() for c in state.passage_context])
+    arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
+    meta = {
+        "format": FORMAT,
+        "generation": generation,
+        "dim": int(state.vectors["phrase"].data.shape[1]),
+        "passage_ids": [p.id for p in state.passages],
+        "passage_hashes": [p.content_hash for p in state.passages],
+        "dead": [[i, _passage_fields(p)] for i, (p, a) in enumerate(zip(state.passages, state.passage_alive)) if not a],
+        "phrases": state.phrases,
+        "relations": relations,
+        "totals": state.totals(),
+        "names": names,
+        "counted": "counts" in name_arrays,
+    }
+    text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
+    out: dict[str, Writer] = {"state.json": lambda h: h.write(text)}
+    for name, array in arrays.items():
+        out[f"state-{name}.npy"] = _array_writer(array)
+    return out
+
+
+def _array_writer(array: Array) -> Writer:
+    def write(handle: Any) -> None:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+
+    return write
+
+
+def restore_state(
+    root: Path, generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
+) -> IndexState | None:
+    """The state saved with snapshot `generation` (its synonym lists still to be loaded), or None when there is
+    none usable: not written, another format, damaged (logged) or not the stored passages (logged)."""
+    folder = verified_files(root, generation, NAMES)
+    if folder is None:
+        return None
+    try:
+        meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or meta.get("generation") != generation or meta.get("dim") != dim:
+            return None
+        arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in ARRAYS}
+        state = IndexState(dim, config)
+        _fill_passages(state, meta, arrays, stored)
+        _fill_phrases_and_facts(state, meta, arrays)
+        _fill_vectors(state, folder, dim)
+        _fill_orders(state, arrays)
+        names = {"offsets": arrays["names_offsets"], "words": arrays["names_words"]}
+        if meta["counted"]:
+            names["counts"] = arrays["names_counts"]
+        state.names.restore(meta["names"], names)
+        state.restored(meta["totals"], arrays["fact_phrases"].astype(np.int64).reshape(-1, 2))
+        return state
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
+        log.warning("saved state in %s is not used (%s): it is rebuilt from the records", folder, exc)
+        return None
+
+
+def _fill_passages(
+    state: IndexState, meta: dict[str, Any], arrays: dict[str, Array], stored: Sequence[PassageRow]
+) -> None:
+    ids, hashes, alive = meta["passage_ids"], meta["passage_hashes"], arrays["passage_alive"].tolist()
+    if not len(ids) == len(hashes) == len(alive):
+        raise ValueError("passage tables disagree")
+    by_id = {p.id: p for p in stored}
+    dead = {int(i): fields for i, fields in meta["dead"]}
+    for row, (pid, digest, living) in enumerate(zip(ids, hashes, alive)):
+        passage = by_id.pop(pid, None) if living else PassageRow(**dead[row])
+        if passage is None or passage.content_hash != digest or passage.id != pid:
+            raise ValueError(f"passage {pid} is not stored as saved")
+        state.passages.append(passage)
+        state.passage_row[pid] = row
+        state.hash_rows.setdefault(digest, set()).add(row)
+    if by_id:
+        raise ValueError(f"{len(by_id)} stored passages are not in it")
+    state.passage_alive.extend(bool(a) for a in alive)
+    state.passage_status.extend(STATUS[s] for s in arrays["passage_status"].tolist())
+    state.passage_dropped.extend(arrays["passage_dropped"].tolist())
+    offsets, rows = arrays["facts_offsets"].tolist(), arrays["facts_rows"].tolist()
+    state.passage_facts.extend(frozenset(rows[a:b]) for a, b in itertools.pairwise(offsets))
+    context = arrays["context_rows"].astype(np.int64)
+    state.passage_context.extend(context[a:b] for a, b in itertools.pairwise(arrays["context_offsets"].tolist()))
+    if not len(state.passage_status) == len(state.passage_facts) == len(state.passage_context) == len(ids):
+        raise ValueError("passage tables disagree")
+
+
+def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dict[str, Array]) -> None:
+    phrases, relations = [str(p) for p in meta["phrases"]], [str(r) for r in meta["relations"]]
+    state.phrases.extend(phrases)  # in place: the name table and the orders share these
+    state.phrase_row.update((p, i) for i, p in enumerate(phrases))
+    state.phrase_refs.extend(arrays["phrase_refs"].tolist())
+    pairs = arrays["fact_phrases"].reshape(-1, 2)
+    subjects, objects = pairs[:, 0].tolist(), pairs[:, 1].tolist()
+    facts = [
+        (phrases[s], relations[r], phrases[o]) for s, r, o in zip(subjects, arrays["fact_relation"].tolist(), objects)
+    ]
+    state.facts.extend(facts)
+    state.fact_row.update((f, i) for i, f in enumerate(facts))
+    state.fact_phrases.extend(zip(subjects, objects))
+    state.fact_support.extend(arrays["fact_support"].tolist())
+    relation = arrays["relation_pairs"].reshape(-1, 2)
+    state.relation.update(
+        zip(zip(relation[:, 0].tolist(), relation[:, 1].tolist()), arrays["relation_counts"].tolist())
+    )
+    counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support), len(state.fact_row))
+    if counts != (len(phrases), len(phrases), len(facts), len(facts)):
+        raise ValueError("phrase or fact tables disagree")
+
+
+def _fill_vectors(state: IndexState, folder: Path, dim: int) -> None:
+    sizes = {"passage": len(state.passages), "phrase": len(state.phrases), "fact": len(state.facts)}
+    for role in ROLES:
+        matrix = np.load(folder / f"{role}.npy", mmap_mode="c", allow_pickle=False)
+        if matrix.dtype != np.float32 or matrix.shape != (sizes[role], dim):
+            raise ValueError(f"{role} vectors do not fit the saved rows")
+        state.vectors[role].adopt(matrix)
+
+
+def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:
+    passages, phrases, facts = state.passages, state.phrases, state.facts
+    state.passage_order.restore(arrays["order_passage"], lambda r: passages[r].id)
+    state.phrase_order.restore(arrays["order_phrase"], phrases.__getitem__)
+    state.fact_order.restore(arrays["order_fact"], facts.__getitem__)

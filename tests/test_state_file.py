@@ -1,0 +1,110 @@
+"""Issue 11: the live state saved with each vector snapshot (engram.index.state_file) and taken back on open.
+
+Oracle: the same memory opened with the saved state removed, which rebuilds the state from the records (the
+path every earlier version took), and the independent batch builder of test_continual."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram import Memory
+from engram.embed import HashEmbedder
+from engram.index.state_file import restore_state
+from engram.store.records import RecordStore
+from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
+
+
+def latest_snapshot(path: Path) -> Path:
+    return max((path / "index").glob("g*"), key=lambda p: int(p.name[1:]))
+
+
+def saved_state_loads(path: Path) -> bool:
+    folder = latest_snapshot(path)
+    store = RecordStore(path / "engram.sqlite")
+    try:
+        generation = store.generation
+        state = restore_state(path, generation, store.passages(), 64, CONFIG.graph)
+    finally:
+        store.close()
+    return folder.name == f"g{generation}" and state is not None
+
+
+def run(path: Path, before: list[Any], after: list[Any], records: bool) -> tuple[dict[str, Any], Live, dict[Any, Any]]:
+    """Apply `before`, close, reopen (from the saved state, or from the records when `records`), apply `after`."""
+    live: Live = {}
+    known: dict[Any, Any] = {}
+    with Memory(path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        for op in before:
+            apply(memory, live, op, known)
+    assert saved_state_loads(path)
+    if records:
+        (latest_snapshot(path) / "state.json").unlink()
+    with Memory(path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        for op in after:
+            apply(memory, live, op, known)
+        return observe(memory), live, known
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operation, min_size=1, max_size=5), st.lists(operation, min_size=0, max_size=3))
+def test_saved_state_equals_the_records_and_keeps_learning(before: list[Any], after: list[Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        saved, live, known = run(Path(tmp) / "saved", before, after, records=False)
+        rebuilt, _, _ = run(Path(tmp) / "records", before, after, records=True)
+        same(saved, rebuilt)
+        matches_oracle(saved["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
+
+
+def build(path: Path) -> None:
+    live: Live = {}
+    known: dict[Any, Any] = {}
+    ops = [
+        ("index", [("doc0", ([("north river", "is near", "old mill")], True, 0))]),
+        ("index", [("doc1", ([("Anna Berg", "founded", "old mill town")], True, 1))]),
+        ("delete", ["doc0"]),  # a dead passage row, saved in full
+    ]
+    with Memory(path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        for op in ops:
+            apply(memory, live, op, known)
+
+
+def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    build(tmp_path)
+    store = RecordStore(tmp_path / "engram.sqlite")
+    try:
+        stored, generation = store.passages(), store.generation
+    finally:
+        store.close()
+    assert restore_state(tmp_path, generation, stored, 64, CONFIG.graph) is not None
+    with caplog.at_level(logging.WARNING, logger="engram"):
+        assert restore_state(tmp_path, generation, [], 64, CONFIG.graph) is None  # the store lost a passage
+    assert any("not used" in r.getMessage() for r in caplog.records)
+    assert restore_state(tmp_path, generation + 1, stored, 64, CONFIG.graph) is None  # another generation
+    assert restore_state(tmp_path, generation, stored, 32, CONFIG.graph) is None  # another vector width
+
+
+def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
+    build(tmp_path)
+    with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        expected = observe(memory)
+    folder = latest_snapshot(tmp_path)
+    meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    meta["format"] = 999
+    (folder / "state.json").write_text(json.dumps(meta), encoding="utf-8")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    from engram.store.snapshot import file_sha256
+
+    manifest["files"]["state.json"] = file_sha256(folder / "state.json")
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert not saved_state_loads(tmp_path)
+    with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        same(observe(memory), expected)
+    assert saved_state_loads(tmp_path)  # closing wrote the current format again
