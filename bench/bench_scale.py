@@ -249,7 +249,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"    RAM peak: build {r['build_peak'] / GIB:.2f} GiB, "
               f"open+queries+changes {r['open_peak'] / GIB:.2f} GiB (after open {r['open_rss'] / GIB:.2f} GiB); "
               f"first query after open {r['first_after_open']:.2f} s; query p90 {r['query_p90'] * 1000:.1f} ms; "
-              f"first query after delete {statistics.median(r['first_after_delete']) * 1000:.0f} ms")
+              f"first query after delete {statistics.median(r['first_after_delete']) * 1000:.0f} ms; "
+              f"first insert after open {r['insert'][0]:.3f} s (inserts: "
+              f"{', '.join(f'{t:.3f}' for t in r['insert'])} s; the first loads the kept phrase ANN index, if any)")
         loads = r.get("build_load", float("nan")), r.get("open_load", float("nan"))
         print(f"    machine load (5-minute load average on 2 cores) at the end of the build {loads[0]:.1f}, "
               f"of the queries and changes {loads[1]:.1f}")
