@@ -42,6 +42,7 @@ class SynonymLists:
         self.ann: AnnIndex | None = None  # over the phrase rows marked in ann_present, built on first use
         self.ann_present = np.zeros(0, dtype=bool)
         self.ann_loader: Callable[[], object] | None = None  # loads a saved index (adopt_ann) when first needed
+        self.touched: set[tuple[int, int]] | None = None  # pairs whose edge changed, while recorded (index.patch)
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
         self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
@@ -150,9 +151,12 @@ class SynonymLists:
         self.ann, self.ann_present = index, present
 
     def _set(self, row: int, neighbours: list[Neighbour]) -> None:
+        touched = self.touched
         for _, _, old in self.lists.get(row, []):
             self.incoming.get(old, set()).discard(row)
             pair = (min(row, old), max(row, old))
+            if touched is not None:
+                touched.add(pair)
             count, sim = self._edges[pair]
             if count == 1:
                 del self._edges[pair]
@@ -162,6 +166,8 @@ class SynonymLists:
         for sim, _, new in neighbours:
             self.incoming.setdefault(new, set()).add(row)
             pair = (min(row, new), max(row, new))
+            if touched is not None:
+                touched.add(pair)
             self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
 
     def add(self, new_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
@@ -208,6 +214,11 @@ class SynonymLists:
         self.lists, self.incoming, self._edges = {}, {}, {}
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
+
+    def weight(self, pair: tuple[int, int]) -> float | None:
+        """The cosine of synonym edge `pair` (i < j), or None when there is no such edge."""
+        found = self._edges.get(pair)
+        return None if found is None else found[1]
 
     def edge_count(self) -> int:
         return len(self._edges)

@@ -23,6 +23,7 @@ from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
 from engram.index.rows import Rows, SortedKeys
+from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
 
@@ -101,6 +102,9 @@ class IndexState:
         self.passage_order: SortedKeys[str] = SortedKeys(self.passage_row)
         self.phrase_order: SortedKeys[str] = SortedKeys(self.phrase_row)
         self.fact_order: SortedKeys[Triple] = SortedKeys(self.fact_row)
+        # the last view's edge arrays and what changed since, while patching the next view is cheaper
+        self.patch_base: PatchBase | None = None
+        self.touched: Touched | None = None
 
     # passages -----------------------------------------------------------------------------------------
     def add_passage(self, row: PassageRow, vector: Vectors) -> int:
@@ -112,6 +116,7 @@ class IndexState:
             self.hash_rows.setdefault(row.content_hash, set()).add(existing)
             self.passages[existing] = row
             self.passage_alive[existing] = True
+            self._touch_passage(existing)
             self._tally(existing, +1)
             self.passage_order.touch(row.id)
             self.vectors["passage"].data[existing] = vector.reshape(-1)
@@ -126,6 +131,7 @@ class IndexState:
         self.passage_facts.append(frozenset())
         self.passage_context.append(np.zeros(0, dtype=np.int64))
         self.passage_dropped.append(0)
+        self._touch_passage(index)
         self.vectors["passage"].append(vector.reshape(1, -1))
         self._tally(index, +1)
         return index
@@ -162,6 +168,7 @@ class IndexState:
 
     def set_triples(self, index: int, status: str, triples: Sequence[Sequence[object]]) -> None:
         """Replace a passage's facts (its status is "done", "failed" or "pending")."""
+        self._touch_passage(index)
         normalised = [normalize_triple(t) for t in triples]
         keys = {k for k in normalised if k is not None}
         new = frozenset(self._fact(k) for k in keys)
@@ -207,11 +214,15 @@ class IndexState:
                     self._ref(p, +1)
         for pair in self._pairs(now) - before:
             self.relation[pair] = self.relation.get(pair, 0) + 1
+            if self.touched is not None:
+                self.touched.relation.add(pair)
 
     def _withdraw(self, removed: frozenset[int], before_facts: frozenset[int]) -> None:
         after = self._pairs(before_facts - removed)
         for pair in self._pairs(before_facts) - after:
             self.relation[pair] -= 1
+            if self.touched is not None:
+                self.touched.relation.add(pair)
             if self.relation[pair] == 0:
                 del self.relation[pair]
         for f in removed:
@@ -266,6 +277,20 @@ class IndexState:
                 grown[: len(self._fact_alive)] = self._fact_alive
                 self._fact_alive = grown
         return row
+
+    def _touch_passage(self, index: int) -> None:
+        if self.touched is not None:
+            self.touched.passages.add(index)
+            if self.touched.full():
+                self.forget_patch_base()
+
+    def keep_patch_base(self, base: PatchBase) -> None:
+        """Hold the view just derived as the base of the next one's patch, and record changes from now on."""
+        self.patch_base, self.touched = base, Touched(base.touch_limit())
+        self.synonyms.touched = set()
+
+    def forget_patch_base(self) -> None:
+        self.patch_base = self.touched = self.synonyms.touched = None
 
     def canonical_rows(self) -> dict[str, IntArray]:
         """Rows of the alive passages, phrases and facts, each sorted by key (the graph's node order)."""

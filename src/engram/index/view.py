@@ -9,9 +9,8 @@ results never include dead passages (`retrieve.run` drops them).
 
 from __future__ import annotations
 
-import itertools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -22,6 +21,7 @@ import scipy.sparse as sp
 from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.parallel import row_dots
 from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk
+from engram.index.edges import derive_edges
 from engram.index.names import NameSnapshot
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
@@ -55,6 +55,7 @@ class GraphIndex:
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
+    patched: bool = False  # edge arrays patched from the previous view's (engram.index.edges)
     _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
     _memo: dict[str, object] = field(default_factory=dict)
@@ -169,25 +170,24 @@ class GraphIndex:
 
 
 def view(state: IndexState) -> GraphIndex:
-    """Derive the arrays of the current state (O(edges); vectors are shared, not copied)."""
+    """Derive the arrays of the current state (vectors are shared, not copied; the edge arrays are patched from
+    the previous view's when few edges changed, engram.index.edges)."""
     n_passages, n_phrases = len(state.passages), len(state.phrases)
     alive = np.array(state.passage_alive, dtype=bool)
-    context = _context_table(state, alive)
-    relation, support = _relation_table(state)
+    synonyms = state.synonyms.edges()
+    order = state.canonical_rows()
+    node_rows = np.concatenate([order["phrase"], n_phrases + order["passage"]]).astype(np.int64)
+    edges = derive_edges(state, alive, node_rows, synonyms)
     tables = GraphTables(
         phrases=list(state.phrases),  # copies: the view must not grow with later commits
         facts=list(state.facts),
         fact_phrases=state.fact_phrase_array(),
-        context=context,
-        relation=relation,
-        relation_support=support,
+        context=edges.context,
+        relation=edges.relation,
+        relation_support=edges.support,
         dropped=state.dropped(),
     )
-    synonyms = state.synonyms.edges()
     counts = state.stats()
-    weight = state.config.context_weight
-    order = state.canonical_rows()
-    node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
     return GraphIndex(
         passages=list(state.passages),
         passage_alive=alive,
@@ -198,69 +198,18 @@ def view(state: IndexState) -> GraphIndex:
         fact_alive=state.fact_alive_mask(),
         fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
-        context_weight=weight,
-        phrase_passage_counts=np.bincount(context[:, 1], minlength=n_phrases).astype(np.float64),
+        context_weight=state.config.context_weight,
+        phrase_passage_counts=np.bincount(edges.context[:, 1], minlength=n_phrases).astype(np.float64),
         pending=counts["pending"],
         failed=counts["failed"],
         node_rows=node_rows,
-        walk=symmetric_walk(_canonical_adjacency(tables, synonyms, node_rows, n_phrases + n_passages, weight)),
+        walk=symmetric_walk(edges.adjacency),
         passage_rank=_ranks(order["passage"], n_passages),
         phrase_rank=_ranks(order["phrase"], n_phrases),
         fact_rank=_ranks(order["fact"], len(state.facts)),
         names=state.names.snapshot(state.passage_context, state.passage_alive),
+        patched=edges.patched,
     )
-
-
-def _canonical_adjacency(
-    tables: GraphTables,
-    synonyms: tuple[npt.NDArray[np.int64], FloatArray],
-    node_rows: npt.NDArray[np.int64],
-    size: int,
-    weight: float,
-) -> sp.csr_matrix:
-    """The adjacency over the alive nodes in canonical order (node i is row-space node `node_rows[i]`), built
-    straight from the edge tables: each edge once per direction, a pair's relation and synonym weights summed
-    (two terms, so in either order the same float), column indices sorted. Equal to the row-space adjacency
-    permuted, without building and permuting it."""
-    n_phrases = len(tables.phrases)
-    position = np.full(size, -1, dtype=np.int64)  # row-space node -> canonical node (-1: dead)
-    position[node_rows] = np.arange(len(node_rows), dtype=np.int64)
-    pairs, weights = synonyms
-    src = np.concatenate([tables.relation[:, 0], pairs[:, 0], tables.context[:, 1]])
-    dst = np.concatenate([tables.relation[:, 1], pairs[:, 1], tables.context[:, 0] + n_phrases])
-    w = np.concatenate([tables.relation_support, weights, np.full(len(tables.context), weight, dtype=np.float64)])
-    a, b = position[src], position[dst]
-    keep = (a >= 0) & (b >= 0)  # edges of dead nodes (none expected) are left out, as the permutation did
-    a, b, w = a[keep], b[keep], w[keep]
-    n = len(node_rows)
-    matrix = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
-    matrix.sum_duplicates()
-    return matrix
-
-
-def _pairs(pairs: Iterable[tuple[int, int]], count: int) -> npt.NDArray[np.int64]:
-    """(count, 2) int64 array of int pairs (without a Python object per element, unlike np.array)."""
-    return np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * count).reshape(-1, 2)
-
-
-def _context_table(state: IndexState, alive: BoolArray) -> npt.NDArray[np.int64]:
-    """(passage row, phrase row) of every alive passage's context edges, by passage row."""
-    rows = [i for i in np.flatnonzero(alive).tolist() if len(state.passage_context[i])]
-    if not rows:
-        return np.zeros((0, 2), dtype=np.int64)
-    linked = [state.passage_context[i] for i in rows]
-    lengths = np.fromiter(map(len, linked), dtype=np.int64, count=len(rows))
-    passages = np.repeat(np.array(rows, dtype=np.int64), lengths)
-    return np.column_stack([passages, np.concatenate(linked).astype(np.int64)])
-
-
-def _relation_table(state: IndexState) -> tuple[npt.NDArray[np.int64], FloatArray]:
-    """Relation pairs in sorted order and their support."""
-    count = len(state.relation)
-    pairs = _pairs(state.relation.keys(), count)
-    support = np.fromiter(state.relation.values(), dtype=np.float64, count=count)
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    return pairs[order], support[order]
 
 
 def _ranks(order: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]:

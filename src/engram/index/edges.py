@@ -1,0 +1,228 @@
+"""The edge arrays of a view - relation table, context table and the canonical adjacency the walk is made of -
+built from the state, or patched from the previous view's when few edges changed since (`IndexState.touched`).
+
+Patching keeps the previous arrays' untouched entries and merges the touched ones in, recomputed as a build
+computes them: a relation pair's support, a synonym pair's cosine, a passage's context edges, and a pair's
+relation and synonym weights summed (two terms: the same float in either order). The canonical positions of the
+surviving nodes only shift when keys are inserted or removed before them, which keeps every row's columns in
+order, so the patched matrix is the built one entry for entry, to the bit (tests/test_view_patch.py). A patch is
+O(non-zeros) in vectorised copies instead of a sort of every edge; past `Touched.limit` changes it rebuilds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from engram.index.state import IndexState
+from engram.index.touched import PatchBase
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+SHIFT = np.int64(1 << 32)  # (a, b) -> a * SHIFT + b: one sortable key per pair of rows
+
+
+@dataclass(frozen=True)
+class Edges:
+    relation: IntArray  # (R, 2) phrase pairs i < j, sorted
+    support: FloatArray
+    context: IntArray  # (C, 2) (passage row, phrase row) of alive passages, by passage row then phrase row
+    adjacency: sp.csr_matrix  # over the alive nodes in canonical order, unnormalised
+    patched: bool
+
+
+def derive_edges(
+    state: IndexState, alive: BoolArray, node_rows: IntArray, synonyms: tuple[IntArray, FloatArray]
+) -> Edges:
+    """The view's edge arrays (patched when the state holds a base and its changes), kept as the next base."""
+    base, touched, n_phrases = state.patch_base, state.touched, len(state.phrases)
+    size, weight = n_phrases + len(state.passages), state.config.context_weight
+    syn_touched = state.synonyms.touched
+    edges: Edges | None = None
+    if base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
+        relation, support = _patch_relation(base, touched.relation, state.relation)
+        context = _patch_context(base.context, touched.passages, state, alive)
+        adjacency = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
+        if adjacency is not None:
+            edges = Edges(relation, support, context, adjacency, True)
+    if edges is None:
+        context = _context_table(state, alive)
+        relation, support = _relation_table(state)
+        adjacency = _canonical_adjacency(relation, support, context, synonyms, node_rows, n_phrases, size, weight)
+        edges = Edges(relation, support, context, adjacency, False)
+    state.keep_patch_base(PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, context))
+    return edges
+
+
+# building ---------------------------------------------------------------------------------------------------
+def _canonical_adjacency(
+    relation: IntArray,
+    support: FloatArray,
+    context: IntArray,
+    synonyms: tuple[IntArray, FloatArray],
+    node_rows: IntArray,
+    n_phrases: int,
+    size: int,
+    weight: float,
+) -> sp.csr_matrix:
+    """The adjacency over the alive nodes in canonical order (node i is row-space node `node_rows[i]`), built
+    straight from the edge tables: each edge once per direction, a pair's relation and synonym weights summed
+    (two terms, so in either order the same float), column indices sorted. Equal to the row-space adjacency
+    permuted, without building and permuting it."""
+    position = np.full(size, -1, dtype=np.int64)  # row-space node -> canonical node (-1: dead)
+    position[node_rows] = np.arange(len(node_rows), dtype=np.int64)
+    pairs, weights = synonyms
+    src = np.concatenate([relation[:, 0], pairs[:, 0], context[:, 1]])
+    dst = np.concatenate([relation[:, 1], pairs[:, 1], context[:, 0] + n_phrases])
+    w = np.concatenate([support, weights, np.full(len(context), weight, dtype=np.float64)])
+    a, b = position[src], position[dst]
+    keep = (a >= 0) & (b >= 0)  # edges of dead nodes (none expected) are left out, as the permutation did
+    a, b, w = a[keep], b[keep], w[keep]
+    n = len(node_rows)
+    matrix = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(n, n))
+    matrix.sum_duplicates()
+    return matrix
+
+
+def _pairs(pairs: Iterable[tuple[int, int]], count: int) -> IntArray:
+    """(count, 2) int64 array of int pairs (without a Python object per element, unlike np.array)."""
+    return np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * count).reshape(-1, 2)
+
+
+def _context_table(state: IndexState, alive: BoolArray) -> IntArray:
+    """(passage row, phrase row) of every alive passage's context edges, by passage row."""
+    rows = [i for i in np.flatnonzero(alive).tolist() if len(state.passage_context[i])]
+    return _context_of(state, rows)
+
+
+def _context_of(state: IndexState, rows: list[int]) -> IntArray:
+    if not rows:
+        return np.zeros((0, 2), dtype=np.int64)
+    linked = [state.passage_context[i] for i in rows]
+    lengths = np.fromiter(map(len, linked), dtype=np.int64, count=len(rows))
+    passages = np.repeat(np.array(rows, dtype=np.int64), lengths)
+    return np.column_stack([passages, np.concatenate(linked).astype(np.int64)])
+
+
+def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
+    """Relation pairs in sorted order and their support."""
+    count = len(state.relation)
+    pairs = _pairs(state.relation.keys(), count)
+    support = np.fromiter(state.relation.values(), dtype=np.float64, count=count)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order], support[order]
+
+
+# patching ---------------------------------------------------------------------------------------------------
+def _keys(pairs: IntArray) -> IntArray:
+    keys: IntArray = pairs[:, 0] * SHIFT + pairs[:, 1]
+    return keys
+
+
+def _merge(
+    keys: IntArray, values: npt.NDArray[np.float64], drop: IntArray, add: IntArray, add_values: FloatArray
+) -> tuple[IntArray, FloatArray]:
+    """Sorted `keys` (and their values) without the sorted `drop` keys and with the sorted `add` ones."""
+    found = np.searchsorted(keys, drop)
+    hit = found[(found < len(keys)) & (keys[np.minimum(found, len(keys) - 1)] == drop)] if len(keys) else found[:0]
+    keys, values = np.delete(keys, hit), np.delete(values, hit)
+    at = np.searchsorted(keys, add)
+    return np.insert(keys, at, add), np.insert(values, at, add_values)
+
+
+def _patch_relation(
+    base: PatchBase, touched: set[tuple[int, int]], relation: dict[tuple[int, int], int]
+) -> tuple[IntArray, FloatArray]:
+    pairs = sorted(touched)
+    drop = _keys(_pairs(pairs, len(pairs)))
+    now = [p for p in pairs if p in relation]
+    add = _keys(_pairs(now, len(now)))
+    keys, support = _merge(_keys(base.relation), base.support, drop, add, np.array([float(relation[p]) for p in now]))
+    return np.column_stack([keys // SHIFT, keys % SHIFT]), support
+
+
+def _patch_context(context: IntArray, passages: set[int], state: IndexState, alive: BoolArray) -> IntArray:
+    touched = np.array(sorted(passages), dtype=np.int64)
+    keep = ~np.isin(context[:, 0], touched) if len(touched) else np.ones(len(context), dtype=bool)
+    kept = context[keep]
+    fresh = _context_of(state, [p for p in touched.tolist() if alive[p] and len(state.passage_context[p])])
+    at = np.searchsorted(kept[:, 0], fresh[:, 0])  # each touched passage's rows go where its row belongs
+    return np.insert(kept, at, fresh, axis=0)
+
+
+def _patch_adjacency(
+    base: PatchBase, passages: set[int], pairs: set[tuple[int, int]], state: IndexState, node_rows: IntArray, size: int
+) -> sp.csr_matrix | None:
+    """The previous canonical adjacency with the entries of touched passages and phrase pairs (and of nodes that
+    died) replaced by their current ones, over the new canonical order; None when the kept entries would not stay
+    in order (never expected: the caller then builds)."""
+    n_phrases, old = len(state.phrases), base.adjacency
+    n_old, n_new = int(old.shape[0]), len(node_rows)
+    old_nodes = base.node_rows + np.where(base.node_rows >= base.n_phrases, n_phrases - base.n_phrases, 0)
+    position = np.full(size, -1, dtype=np.int64)  # new row space -> new canonical position
+    position[node_rows] = np.arange(n_new, dtype=np.int64)
+    old_position = np.full(size, -1, dtype=np.int64)  # new row space -> old canonical position
+    old_position[old_nodes] = np.arange(n_old, dtype=np.int64)
+    remap = position[old_nodes]
+    rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(old.indptr))
+    cols = old.indices.astype(np.int64)
+    mark = remap < 0  # gone nodes and touched passages lose every entry
+    touched = old_position[np.array(sorted(passages), dtype=np.int64) + n_phrases]
+    mark[touched[touched >= 0]] = True
+    drop = mark[rows] | mark[cols]
+    ordered = sorted(pairs)
+    pair_rows = old_position[_pairs(ordered, len(ordered))]
+    pair_rows = pair_rows[(pair_rows >= 0).all(axis=1)]
+    keys = rows * n_old + cols  # sorted: CSR rows in order, columns sorted within each
+    for a, b in ((0, 1), (1, 0)):
+        wanted = pair_rows[:, a] * n_old + pair_rows[:, b]
+        found = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+        drop[found[keys[found] == wanted] if len(keys) else found[:0]] = True
+    keep = ~drop
+    kept = remap[rows[keep]] * n_new + remap[cols[keep]]
+    if len(kept) > 1 and not bool((kept[1:] > kept[:-1]).all()):
+        return None
+    add, add_data = _fresh_entries(state, ordered, passages, position, n_new)
+    at = np.searchsorted(kept, add)
+    merged, data = np.insert(kept, at, add), np.insert(old.data[keep], at, add_data)
+    indptr = np.searchsorted(merged, np.arange(n_new + 1, dtype=np.int64) * n_new)
+    return sp.csr_matrix((data, merged % n_new, indptr), shape=(n_new, n_new))
+
+
+def _fresh_entries(
+    state: IndexState, pairs: list[tuple[int, int]], passages: set[int], position: IntArray, n_new: int
+) -> tuple[IntArray, FloatArray]:
+    """Sorted keys (row * n_new + column, both directions) and weights of the touched edges as they stand."""
+    src: list[int] = []
+    dst: list[int] = []
+    weights: list[float] = []
+    for pair in pairs:
+        support, cosine = state.relation.get(pair), state.synonyms.weight(pair)
+        if support is None and cosine is None:
+            continue
+        if support is not None and cosine is not None:
+            weights.append(float(support) + cosine)  # a build sums the two entries: the same float
+        else:
+            weights.append(float(support) if support is not None else float(cosine or 0.0))
+        src.append(pair[0])
+        dst.append(pair[1])
+    weight, n_phrases = state.config.context_weight, len(state.phrases)
+    for p in sorted(passages):
+        if state.passage_alive[p]:
+            linked = state.passage_context[p].tolist()
+            src.extend(linked)
+            dst.extend([n_phrases + p] * len(linked))
+            weights.extend([weight] * len(linked))
+    a, b = position[np.array(src, dtype=np.int64)], position[np.array(dst, dtype=np.int64)]
+    w = np.array(weights, dtype=np.float64)
+    ok = (a >= 0) & (b >= 0)
+    a, b, w = a[ok], b[ok], w[ok]
+    keys = np.concatenate([a * n_new + b, b * n_new + a])
+    order = np.argsort(keys, kind="stable")
+    return keys[order], np.concatenate([w, w])[order]

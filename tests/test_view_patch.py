@@ -1,0 +1,79 @@
+"""Issue 11: a view's edge arrays patched from the previous view's (engram.index.edges) equal, to the bit, the
+ones built from the state from scratch, over any sequence of index, delete and update with a read after each."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram import Memory
+from engram.embed import HashEmbedder
+from engram.index.state import IndexState
+from engram.index.touched import PatchBase
+from engram.index.view import GraphIndex, view
+from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
+
+
+def built(state: IndexState) -> GraphIndex:
+    """The view built from scratch, leaving the state's patch base as it was."""
+    saved = state.patch_base, state.touched, state.synonyms.touched
+    state.forget_patch_base()
+    try:
+        return view(state)
+    finally:
+        state.patch_base, state.touched, state.synonyms.touched = saved
+
+
+def identical(a: GraphIndex, b: GraphIndex) -> None:
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(a.walk.matrix, name), getattr(b.walk.matrix, name)), name
+    assert a.walk.matrix.data.tobytes() == b.walk.matrix.data.tobytes()
+    assert np.array_equal(a.node_rows, b.node_rows)
+    assert np.array_equal(a.tables.relation, b.tables.relation)
+    assert a.tables.relation_support.tobytes() == b.tables.relation_support.tobytes()
+    assert np.array_equal(a.tables.context, b.tables.context)
+    assert np.array_equal(a.phrase_passage_counts, b.phrase_passage_counts)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operation, min_size=1, max_size=7))
+def test_patched_views_equal_built_ones(ops: list[Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        live: Live = {}
+        known: dict[Any, Any] = {}
+        with Memory(Path(tmp) / "m", embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+            first = memory._current()
+            assert not first.patched
+            for op in ops:
+                apply(memory, live, op, known)
+                current = memory._current()
+                assert current.patched or current is first
+                identical(current, built(memory._live.load()))
+            patched = observe(memory)
+        matches_oracle(patched["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
+        with Memory(Path(tmp) / "fresh", embedder=HashEmbedder(dim=64), config=CONFIG) as fresh:
+            extractions = [{**e, "id": d.id} for d, _ in live.values() if (e := known.get((d.title, d.text)))]
+            fresh.index([d for d, _ in live.values()], extractions=extractions)
+            same(observe(fresh), patched)
+
+
+def test_many_changes_rebuild_instead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PatchBase, "touch_limit", lambda self: 1)
+    live: Live = {}
+    known: dict[Any, Any] = {}
+    with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        apply(memory, live, ("index", [("doc0", ([("north river", "is near", "old mill")], True, 0))]), known)
+        memory._current()
+        two = [("doc1", ([("Anna Berg", "founded", "mill town")], True, 1)), ("doc2", ([], False, 2))]
+        apply(memory, live, ("index", two), known)
+        state = memory._live.load()
+        assert state.patch_base is None and state.touched is None  # past the limit: nothing more recorded
+        current = memory._current()
+        assert not current.patched
+        identical(current, built(state))
