@@ -113,7 +113,12 @@ def test_ann_setting_is_checked() -> None:
     assert GraphConfig(ann="on").ann == "on"
 
 
-def test_memory_keeps_its_ann_index_across_reopen(tmp_path: Path) -> None:
+@pytest.mark.parametrize("records", [False, True])
+def test_memory_keeps_its_ann_index_across_reopen(
+    tmp_path: Path, records: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reopened from the saved state, the index's labels are that state's rows as they are; rebuilt from the
+    records (rows may differ), they are matched by phrase hash."""
     from engram import Document, Memory
 
     names = phrases(600, seed=3)
@@ -123,10 +128,21 @@ def test_memory_keeps_its_ann_index_across_reopen(tmp_path: Path) -> None:
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
         memory.index(docs[:200], extractions=extractions[:200])
     assert (tmp_path / "m" / "index" / "ann" / "manifest.json").exists()
+    if records:
+        for saved in (tmp_path / "m" / "index").glob("g*/state.json"):
+            saved.unlink()
+    else:  # the labels are taken as they are: no phrase is hashed to match them
+        import engram.index.ann_cache as ann_cache
+
+        def no_hashing(key: str) -> bytes:
+            raise AssertionError("relabelled by hash")
+
+        monkeypatch.setattr(ann_cache, "_digest", no_hashing)
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
         state = memory._live.load()
         assert state.synonyms.ann is None and state.synonyms.ann_loader is not None  # opening does not read it
         state.synonyms.ann_loader()  # what the first synonym search that wants the index runs
+        monkeypatch.undo()  # (writing the index again on close hashes the phrases)
         index = state.synonyms.ann
         assert index is not None and index.size == len(state.phrases)
         rows = np.arange(0, len(state.phrases), 37)

@@ -16,6 +16,7 @@ measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the sear
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -214,6 +215,33 @@ class SynonymLists:
         self.lists, self.incoming, self._edges = {}, {}, {}
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
+
+    def saved(self) -> dict[str, npt.NDArray[Any]]:
+        """The lists as arrays (rows that have a list, offsets, neighbour rows, cosines), for `restore`."""
+        rows = sorted(self.lists)
+        lengths = [len(self.lists[r]) for r in rows]
+        flat = [n for r in rows for n in self.lists[r]]
+        return {
+            "rows": np.array(rows, dtype=np.int64),
+            "offsets": np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths, dtype=np.int64)]),
+            "neighbours": np.array([n[2] for n in flat], dtype=np.int64),
+            "sims": np.array([n[0] for n in flat], dtype=np.float64),
+        }
+
+    def restore(self, arrays: dict[str, npt.NDArray[Any]], keys: Sequence[str]) -> None:
+        """Take back what `saved` gave (lists already in order), building the reverse index and edge table in
+        one pass instead of merging list by list."""
+        rows, offsets = arrays["rows"].tolist(), arrays["offsets"].tolist()
+        neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
+        if len(offsets) != len(rows) + 1 or offsets[-1] != len(neighbours) or len(sims) != len(neighbours):
+            raise ValueError("saved synonym lists disagree")
+        self.lists, self.incoming, self._edges = {}, {}, {}
+        for row, start, end in zip(rows, offsets, offsets[1:]):
+            items = self.lists[row] = [(sims[i], keys[neighbours[i]], neighbours[i]) for i in range(start, end)]
+            for sim, _, other in items:
+                self.incoming.setdefault(other, set()).add(row)
+                pair = (min(row, other), max(row, other))
+                self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
 
     def weight(self, pair: tuple[int, int]) -> float | None:
         """The cosine of synonym edge `pair` (i < j), or None when there is no such edge."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from engram.graph.ann import AnnIndex
 from engram.index.state import IndexState
-from engram.store.snapshot import file_sha256
+from engram.store.snapshot import SnapshotDamaged, file_sha256, verify_files
 
 INDEX_FILE = "phrase.faiss"
 FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
@@ -31,8 +31,9 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
-def save_ann(root: Path, state: IndexState) -> None:
-    """Write the phrase ANN index of `state`, when it has one."""
+def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
+    """Write the phrase ANN index of `state`, when it has one. `token` names the saved state whose rows its
+    labels are (the checksum of that snapshot's `state.json`)."""
     index = state.synonyms.ann
     if index is None:
         return
@@ -53,34 +54,38 @@ def save_ann(root: Path, state: IndexState) -> None:
         sums[name] = file_sha256(tmp)
         os.replace(tmp, folder / name)
     tmp = folder / ".manifest.json.tmp"
-    tmp.write_text(json.dumps({"files": sums, "dim": index.dim}), encoding="utf-8")
+    tmp.write_text(json.dumps({"files": sums, "dim": index.dim, "state": token}), encoding="utf-8")
     os.replace(tmp, folder / "manifest.json")
 
 
-def load_ann(root: Path, state: IndexState) -> bool:
-    """Give `state` the saved phrase ANN index, relabelled with its rows. False when there is none or it is
-    damaged (then the index is built when first needed)."""
+def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
+    """Give `state` the saved phrase ANN index, relabelled with its rows (kept as they are when `state` was
+    restored from the saved state named `token` that the index was written with). False when there is none or
+    it is damaged (then the index is built when first needed)."""
     folder = root / "index" / "ann"
     if not (folder / "manifest.json").exists():
         return False
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        for name in FILES:
-            if file_sha256(folder / name) != manifest["files"][name]:
-                raise ValueError(f"{name} does not match its checksum")
+        verify_files(folder, manifest["files"], FILES)
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
             raise ValueError("rows and keys disagree")
         index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].data.shape[1])
-        where = {_digest(k): row for row, k in enumerate(state.phrases)}
-        new = np.fromiter(
-            (where.get(k.tobytes(), -1) if r >= 0 else -1 for r, k in zip(old.tolist(), keys)),
-            dtype=np.int64,
-            count=len(keys),
-        )
+        if token is not None and manifest.get("state") == token:
+            if len(old) and int(old.max()) >= len(state.phrases):
+                raise ValueError("rows beyond the saved state's phrases")
+            new = old.astype(np.int64)
+        else:
+            where = {_digest(k): row for row, k in enumerate(state.phrases)}
+            new = np.fromiter(
+                (where.get(k.tobytes(), -1) if r >= 0 else -1 for r, k in zip(old.tolist(), keys)),
+                dtype=np.int64,
+                count=len(keys),
+            )
         index.relabel(new)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, SnapshotDamaged) as exc:
         log.warning("phrase ANN index in %s is not used (%s): it is rebuilt when needed", folder, exc)
         return False
     present = np.zeros(len(state.phrases), dtype=bool)

@@ -135,5 +135,5 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         "fact": [text_hash(fact_text(f)) for f in state.facts],
     }
     tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
-    write_snapshot(root, generation, tables, state_files(state, generation))
-    save_ann(root, state)
+    sums = write_snapshot(root, generation, tables, state_files(state, generation))
+    save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum

@@ -16,7 +16,6 @@ from engram.index.commit import (
     VectorSource,
     fill_vectors,
     load_state,
-    load_synonyms,
     save_snapshot,
     synonym_payload,
 )
@@ -88,10 +87,11 @@ class LiveIndex:
         with self.lock:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
-                self.state, changed, restored = self._load_state(generation)
+                self.state, changed, token = self._load_state(generation)
+                restored = token is not None
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     root, state = self.root, self.state
-                    state.synonyms.ann_loader = lambda: load_ann(root, state)
+                    state.synonyms.ann_loader = lambda: load_ann(root, state, token)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
@@ -102,16 +102,16 @@ class LiveIndex:
                 self.dirty = self.root is not None and (not restored or self._snapshot_damaged)
             return self.state
 
-    def _load_state(self, generation: int) -> tuple[IndexState, set[int], bool]:
-        """(state, synonym rows computed on the way, whether it was restored from the saved state)."""
+    def _load_state(self, generation: int) -> tuple[IndexState, set[int], str | None]:
+        """(state, synonym rows computed on the way, the saved state's checksum when it was restored from one)."""
         if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
             saved = restore_state(self.root, generation, self.store.passages(), self.embedder.dim, self.config)
             if saved is not None:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
                     self._vectors = VectorSource(self.store, self.embedder, self.model_key, {})
-                return saved, load_synonyms(self.store, saved), True
+                return saved[0], set(), saved[1]
         state, changed = load_state(self.store, self.source(), self.config)
-        return state, changed, False
+        return state, changed, None
 
     def current(self) -> GraphIndex:
         """The index of the latest committed generation. A commit made while readers are about derives the

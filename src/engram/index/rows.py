@@ -54,7 +54,7 @@ class SortedKeys(Generic[K]):
         self._row_of: Mapping[K, int] = row_of  # a key's row never changes
         self._keys: list[K] = []
         self._rows: IntArray = np.zeros(0, dtype=np.int64)
-        self._members: set[K] = set()
+        self._member = np.zeros(0, dtype=bool)  # by row: the key is in `_keys` (no set of every key)
         self._touched: set[K] = set()
 
     def touch(self, key: K) -> None:
@@ -73,14 +73,19 @@ class SortedKeys(Generic[K]):
         """Take a saved order (the rows of the alive keys, by key) without sorting: nothing touched since."""
         self._keys = list(map(key_of, rows.tolist()))
         self._rows = rows.astype(np.int64)
-        self._members = set(self._keys)
+        self._member = np.zeros(int(rows.max()) + 1 if len(rows) else 0, dtype=bool)
+        self._member[self._rows] = True
         self._touched = set()
+
+    def _is_member(self, key: K) -> bool:
+        row = self._row_of[key]
+        return row < len(self._member) and bool(self._member[row])
 
     def _refresh(self, alive: Callable[[K], bool]) -> None:
         if not self._touched:
             return
-        gone = sorted(k for k in self._touched if k in self._members and not alive(k))
-        fresh = sorted(k for k in self._touched if k not in self._members and alive(k))
+        gone = sorted(k for k in self._touched if self._is_member(k) and not alive(k))
+        fresh = sorted(k for k in self._touched if not self._is_member(k) and alive(k))
         self._touched = set()
         if len(gone) + len(fresh) > self.BULK:
             dropped = set(gone)
@@ -98,5 +103,10 @@ class SortedKeys(Generic[K]):
                 for i, k in zip(reversed(at), reversed(fresh)):
                     self._keys.insert(i, k)
                 self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
-        self._members.difference_update(gone)  # in place: a new set would copy every key per change
-        self._members.update(fresh)
+        rows = [self._row_of[k] for k in fresh]
+        if rows and max(rows) >= len(self._member):
+            grown = np.zeros(max(max(rows) + 1, len(self._member) + len(self._member) // 2), dtype=bool)
+            grown[: len(self._member)] = self._member
+            self._member = grown
+        self._member[[self._row_of[k] for k in gone]] = False
+        self._member[rows] = True

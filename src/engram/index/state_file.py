@@ -5,7 +5,8 @@ A snapshot `index/g<N>/` (engram.store.snapshot) also holds `state.json` (format
 width, passage ids and content hashes by row, the full rows of dead passages, phrase keys by row, relation
 strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
 each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
-edge supports, the canonical orders, the name table). All are covered by the snapshot's checksum manifest.
+edge supports, the canonical orders, the name table, the synonym lists). All are covered by the snapshot's
+checksum manifest.
 The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
 
 It is used only for the generation it was written at, when every file matches its checksum and the alive
@@ -30,7 +31,7 @@ from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, Writer, verified_files
 
-FORMAT = 1
+FORMAT = 2
 STATUS = ("done", "failed", "pending")
 ARRAYS = [
     "passage_alive",
@@ -52,6 +53,10 @@ ARRAYS = [
     "names_offsets",
     "names_words",
     "names_counts",
+    "synonym_rows",
+    "synonym_offsets",
+    "synonym_neighbours",
+    "synonym_sims",
 ]
 NAMES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS), *(f"{role}.npy" for role in ROLES)]
 log = logging.getLogger(__name__)
@@ -103,6 +108,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     arrays["facts_offsets"], arrays["facts_rows"] = _flat([sorted(f) for f in state.passage_facts])
     arrays["context_offsets"], arrays["context_rows"] = _flat([c.tolist() for c in state.passage_context])
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
+    arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
     meta = {
         "format": FORMAT,
         "generation": generation,
@@ -132,12 +138,14 @@ def _array_writer(array: Array) -> Writer:
 
 def restore_state(
     root: Path, generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
-) -> IndexState | None:
-    """The state saved with snapshot `generation` (its synonym lists still to be loaded), or None when there is
-    none usable: not written, another format, damaged (logged) or not the stored passages (logged)."""
-    folder = verified_files(root, generation, NAMES)
-    if folder is None:
+) -> tuple[IndexState, str] | None:
+    """(the state saved with snapshot `generation`, with its synonym lists; the checksum of its `state.json`,
+    which names this saved state), or None when there is none usable:
+    not written, another format, damaged (logged) or not the stored passages (logged)."""
+    found = verified_files(root, generation, NAMES)
+    if found is None:
         return None
+    folder, sums = found
     try:
         meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT or meta.get("generation") != generation or meta.get("dim") != dim:
@@ -153,7 +161,9 @@ def restore_state(
             names["counts"] = arrays["names_counts"]
         state.names.restore(meta["names"], names)
         state.restored(meta["totals"], arrays["fact_phrases"].astype(np.int64).reshape(-1, 2))
-        return state
+        synonyms = {k: arrays[f"synonym_{k}"] for k in ("rows", "offsets", "neighbours", "sims")}
+        state.synonyms.restore(synonyms, state.phrases)
+        return state, sums["state.json"]
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
         log.warning("saved state in %s is not used (%s): it is rebuilt from the records", folder, exc)
         return None

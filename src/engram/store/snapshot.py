@@ -92,9 +92,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_snapshot(root: Path, generation: int, tables: VectorTable, extra: dict[str, Writer] | None = None) -> None:
+def write_snapshot(
+    root: Path, generation: int, tables: VectorTable, extra: dict[str, Writer] | None = None
+) -> dict[str, str]:
     """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
-    manifest."""
+    manifest. Returns the files' checksums (as written by this call, whatever another process writes later)."""
     final = snapshot_dir(root, generation)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".g{generation}.", dir=final.parent))
@@ -123,6 +125,7 @@ def write_snapshot(root: Path, generation: int, tables: VectorTable, extra: dict
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     prune_snapshots(root, generation)
+    return sums
 
 
 def _manifest(folder: Path) -> dict[str, str]:
@@ -137,7 +140,9 @@ def _manifest(folder: Path) -> dict[str, str]:
     return sums
 
 
-def _verify(folder: Path, sums: dict[str, str], names: Sequence[str]) -> None:
+def verify_files(folder: Path, sums: dict[str, str], names: Sequence[str]) -> None:
+    """Raise `SnapshotDamaged` unless every one of `names` is listed in `sums` and matches its checksum (files
+    hashed side by side)."""
     if not set(names) <= set(sums):
         raise SnapshotDamaged("its checksum manifest does not list every file")
     ordered = sorted(names)
@@ -151,10 +156,10 @@ def _verify(folder: Path, sums: dict[str, str], names: Sequence[str]) -> None:
                 raise SnapshotDamaged(f"{name} does not match its checksum")
 
 
-def verified_files(root: Path, generation: int, names: Sequence[str]) -> Path | None:
-    """The folder of snapshot `generation` when its manifest lists all of `names` and those files match their
-    checksums (the others are not read); None when there is no such snapshot or it was written without them
-    (an older format), and None with a warning logged when they are damaged."""
+def verified_files(root: Path, generation: int, names: Sequence[str]) -> tuple[Path, dict[str, str]] | None:
+    """(folder, its manifest's checksums) of snapshot `generation` when its manifest lists all of `names` and
+    those files match their checksums (the others are not read); None when there is no such snapshot or it was
+    written without them (an older format), and None with a warning logged when they are damaged."""
     folder = snapshot_dir(root, generation)
     if not (folder / SNAPSHOT_MANIFEST).exists():
         return None
@@ -162,16 +167,16 @@ def verified_files(root: Path, generation: int, names: Sequence[str]) -> Path | 
         sums = _manifest(folder)
         if not set(names) <= set(sums):
             return None
-        _verify(folder, sums, names)
+        verify_files(folder, sums, names)
     except SnapshotDamaged as exc:
         log.warning("saved files of snapshot %s are not used: %s; they are rebuilt from the records", folder, exc)
         return None
-    return folder
+    return folder, sums
 
 
 def _read_verified(folder: Path) -> VectorTable:
     """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
-    _verify(folder, _manifest(folder), [*(f"{role}.npy" for role in ROLES), "keys.json"])
+    verify_files(folder, _manifest(folder), [*(f"{role}.npy" for role in ROLES), "keys.json"])
     try:
         keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
         out: VectorTable = {}
