@@ -110,6 +110,8 @@ class LiveIndex:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
                     self._vectors = VectorSource(self.store, self.embedder, self.model_key, {})
                 return saved[0], set(), saved[1]
+        if self._vectors is not None and not self._vectors.snapshot:
+            self._vectors = None  # made for a restored state: a rebuild looks vectors up in the latest snapshot
         state, changed = load_state(self.store, self.source(), self.config)
         return state, changed, None
 
