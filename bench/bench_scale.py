@@ -15,6 +15,10 @@ each process's own (`ru_maxrss`):
   first query after that.
 
     .venv/bin/python bench/bench_scale.py [--sizes 10000,100000] [--batch 20000] [--profile DIR] [--ann auto]
+    .venv/bin/python bench/bench_scale.py --reopen DIR/engram-bench-scale-XXXX [--sizes 100000]
+
+`--keep DIR` keeps the memories; `--reopen` measures open, the first query and the query passes again on kept
+memories (no inserts or deletes, so they can be reopened any number of times), e.g. at a quieter moment.
 
 It prints the issue's table, the per-step times and each column's growth exponent (time ~ N^a between
 consecutive sizes). `--profile DIR` runs cProfile in both processes and prints the top functions.
@@ -175,6 +179,9 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
                 per_query.append(timed(lambda q=q: memory.retrieve(q, top_k=5)))
         out["query_p50"] = statistics.median(per_query)
         out["query_p90"] = float(np.percentile(per_query, 90))
+        if repeat == 0:  # --reopen: queries only
+            out["close_after"] = timed(memory.close)
+            return out | {"open_peak": peak_rss(), "open_load": os.getloadavg()[1]}
         victims = [f"doc{int(i):07d}" for i in np.random.default_rng(size).choice(size, repeat, replace=False)]
         for (doc_id, text, title, extraction), victim in zip(extra, victims):
             start = time.perf_counter()
@@ -189,6 +196,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
             out["delete"].append(time.perf_counter() - start)
             out["delete_steps"].append(report.timings)
             out["first_after_delete"].append(timed(lambda: memory.retrieve(queries[2], top_k=5)))
+        out["close_after"] = timed(memory.close)  # writes the saved state that a later --reopen opens from
     out["open_peak"] = peak_rss()
     out["open_load"] = os.getloadavg()[1]
     return out
@@ -251,7 +259,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"first query after open {r['first_after_open']:.2f} s; query p90 {r['query_p90'] * 1000:.1f} ms; "
               f"first query after delete {statistics.median(r['first_after_delete']) * 1000:.0f} ms; "
               f"first insert after open {r['insert'][0]:.3f} s (inserts: "
-              f"{', '.join(f'{t:.3f}' for t in r['insert'])} s; the first loads the kept phrase ANN index, if any)")
+              f"{', '.join(f'{t:.3f}' for t in r['insert'])} s; the first loads the kept phrase ANN index, if any); "
+              f"close after the changes {r['close_after']:.1f} s")
         loads = r.get("build_load", float("nan")), r.get("open_load", float("nan"))
         print(f"    machine load (5-minute load average on 2 cores) at the end of the build {loads[0]:.1f}, "
               f"of the queries and changes {loads[1]:.1f}")
@@ -262,6 +271,23 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"    {name} median ms per step: {med}")
 
 
+def reopen(root: Path, sizes: list[int], ann: str) -> None:
+    """Open the memories `--keep` left under `root` again: open, first query, query passes; no changes."""
+    print("| passages | open (s) | RSS after open (GiB) | first query after open (s) | hipporag2 query p50 (ms) "
+          "| p90 (ms) | RAM peak (GiB) | close (s) | load |")
+    print("|---" * 9 + "|")
+    for size in sizes:
+        folder = root / f"s{size}"
+        if not (folder / "m").is_dir():
+            say(f"[{size}] no kept memory at {folder}; skipped")
+            continue
+        r = run_child(["--child", "open", "--size", str(size), "--folder", str(folder), "--repeat", "0",
+                       "--ann", ann])  # fmt: skip
+        print(f"| {size:,} | {r['open']:.2f} | {r['open_rss'] / GIB:.2f} | {r['first_after_open']:.2f} "
+              f"| {r['query_p50'] * 1000:.1f} | {r['query_p90'] * 1000:.1f} | {r['open_peak'] / GIB:.2f} "
+              f"| {r['close_after']:.1f} | {r['open_load']:.1f} |", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
@@ -270,6 +296,7 @@ def main() -> int:
     parser.add_argument("--ann", default="default", help="GraphConfig.ann: auto, on or off (default: the default)")
     parser.add_argument("--profile", type=Path, help="cProfile both processes into DIR/*.prof")
     parser.add_argument("--keep", type=Path, help="build the memories under this folder (kept)")
+    parser.add_argument("--reopen", type=Path, help="a folder --keep made: open and query its memories again")
     parser.add_argument("--child", choices=("build", "open"), help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -283,6 +310,9 @@ def main() -> int:
         print(json.dumps(child_open(args.size, args.folder, args.repeat, args.ann, args.profile)))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.reopen:
+        reopen(args.reopen, sizes, args.ann)
+        return 0
     results = []
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
