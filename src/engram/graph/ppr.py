@@ -13,6 +13,12 @@ from engram.graph.parallel import matvec, row_blocks
 
 FloatArray = npt.NDArray[np.float64]
 
+# Relative residual at which `solve_pagerank` stops: the tolerance igraph hands its PRPACK solver, which the
+# reference HippoRAG implementation ranks with. Scores are then exact to ~1e-10 of the largest, far below
+# any gap a ranking resolves (the shared MuSiQue top-20 rankings are the same as at 1e-13), in 17 sparse
+# products per query on that graph instead of 22.
+PPR_TOL = 1e-10
+
 
 def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
     """Transpose of the row-stochastic transition matrix: column j holds the probabilities of stepping from
@@ -112,7 +118,7 @@ def symmetric_walk(adjacency: sp.csr_matrix) -> SymmetricWalk:
 
 
 def solve_pagerank(
-    walk: SymmetricWalk, reset: npt.ArrayLike, damping: float = 0.5, tol: float = 1e-13, max_iter: int = 200
+    walk: SymmetricWalk, reset: npt.ArrayLike, damping: float = 0.5, tol: float = PPR_TOL, max_iter: int = 200
 ) -> FloatArray:
     """Personalized PageRank as `personalized_pagerank` defines it (dangling mass follows the reset
     distribution), solved as a linear system instead of by power iteration.
