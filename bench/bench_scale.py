@@ -15,10 +15,12 @@ each process's own (`ru_maxrss`):
   first query after that.
 
     .venv/bin/python bench/bench_scale.py [--sizes 10000,100000] [--batch 20000] [--profile DIR] [--ann auto]
-    .venv/bin/python bench/bench_scale.py --reopen DIR/engram-bench-scale-XXXX [--sizes 100000]
+    .venv/bin/python bench/bench_scale.py --reopen DIR/engram-bench-scale-XXXX [--sizes 100000] [--changes]
 
 `--keep DIR` keeps the memories; `--reopen` measures open, the first query and the query passes again on kept
-memories (no inserts or deletes, so they can be reopened any number of times), e.g. at a quieter moment.
+memories (no inserts or deletes, so they can be reopened any number of times), e.g. at a quieter moment;
+`--reopen DIR --changes` also times `--repeat` inserts and deletes, on a copy of each kept memory (removed
+afterwards), so the kept one stays as it was.
 
 It prints the issue's table, the per-step times and each column's growth exponent (time ~ N^a between
 consecutive sizes). `--profile DIR` runs cProfile in both processes and prints the top functions.
@@ -34,6 +36,7 @@ import math
 import os
 import pstats
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -271,21 +274,41 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"    {name} median ms per step: {med}")
 
 
-def reopen(root: Path, sizes: list[int], ann: str) -> None:
-    """Open the memories `--keep` left under `root` again: open, first query, query passes; no changes."""
-    print("| passages | open (s) | RSS after open (GiB) | first query after open (s) | hipporag2 query p50 (ms) "
-          "| p90 (ms) | RAM peak (GiB) | close (s) | load |")
-    print("|---" * 9 + "|")
+def reopen(root: Path, sizes: list[int], ann: str, changes: int) -> None:
+    """Open the memories `--keep` left under `root` again: open, first query, query passes, and with `changes`
+    that many inserts and deletes (on a copy of the memory, removed afterwards)."""
+    head = "| passages | open (s) | RSS after open (GiB) | first query after open (s) | hipporag2 query p50 (ms) " \
+        "| p90 (ms) | RAM peak (GiB) |"
+    if changes:
+        head += " first insert (s) | insert (s) | delete (s) | first query after insert (ms) | after delete (ms) |"
+    head += " close (s) | load |"
+    print(head)
+    print("|---" * (head.count("|") - 1) + "|")
     for size in sizes:
         folder = root / f"s{size}"
         if not (folder / "m").is_dir():
             say(f"[{size}] no kept memory at {folder}; skipped")
             continue
-        r = run_child(["--child", "open", "--size", str(size), "--folder", str(folder), "--repeat", "0",
-                       "--ann", ann])  # fmt: skip
-        print(f"| {size:,} | {r['open']:.2f} | {r['open_rss'] / GIB:.2f} | {r['first_after_open']:.2f} "
-              f"| {r['query_p50'] * 1000:.1f} | {r['query_p90'] * 1000:.1f} | {r['open_peak'] / GIB:.2f} "
-              f"| {r['close_after']:.1f} | {r['open_load']:.1f} |", flush=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"s{size}-changes-", dir=root)) if changes else None
+        try:
+            if scratch:
+                for name in ("extra.json", "queries.json"):
+                    shutil.copy2(folder / name, scratch / name)
+                shutil.copytree(folder / "m", scratch / "m")
+            r = run_child(["--child", "open", "--size", str(size), "--folder", str(scratch or folder),
+                           "--repeat", str(changes), "--ann", ann])  # fmt: skip
+        finally:
+            if scratch:
+                shutil.rmtree(scratch)
+        cells = [f"{r['open']:.2f}", f"{r['open_rss'] / GIB:.2f}", f"{r['first_after_open']:.2f}",
+                 f"{r['query_p50'] * 1000:.1f}", f"{r['query_p90'] * 1000:.1f}", f"{r['open_peak'] / GIB:.2f}"]
+        if changes:
+            cells += [f"{r['insert'][0]:.3f}", f"{statistics.median(r['insert'][1:] or r['insert']):.4f}",
+                      f"{statistics.median(r['delete']):.4f}",
+                      f"{statistics.median(r['first_after_insert']) * 1000:.0f}",
+                      f"{statistics.median(r['first_after_delete']) * 1000:.0f}"]
+        cells += [f"{r['close_after']:.1f}", f"{r['open_load']:.1f}"]
+        print(f"| {size:,} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> int:
@@ -297,6 +320,7 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, help="cProfile both processes into DIR/*.prof")
     parser.add_argument("--keep", type=Path, help="build the memories under this folder (kept)")
     parser.add_argument("--reopen", type=Path, help="a folder --keep made: open and query its memories again")
+    parser.add_argument("--changes", action="store_true", help="with --reopen: also time --repeat inserts and deletes")
     parser.add_argument("--child", choices=("build", "open"), help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
@@ -311,7 +335,7 @@ def main() -> int:
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if args.reopen:
-        reopen(args.reopen, sizes, args.ann)
+        reopen(args.reopen, sizes, args.ann, args.repeat if args.changes else 0)
         return 0
     results = []
     if args.keep:
