@@ -186,6 +186,8 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
             out["close_after"] = timed(memory.close)
             return out | {"open_peak": peak_rss(), "open_load": os.getloadavg()[1]}
         victims = [f"doc{int(i):07d}" for i in np.random.default_rng(size).choice(size, repeat, replace=False)]
+        if (folder / "victims.json").exists():  # --reopen --changes: not the documents the first run deleted
+            victims = json.loads((folder / "victims.json").read_text())
         for (doc_id, text, title, extraction), victim in zip(extra, victims):
             start = time.perf_counter()
             report = memory.index([Document(doc_id, text, title=title)], extractions=[extraction])
@@ -274,6 +276,25 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"    {name} median ms per step: {med}")
 
 
+def fresh_changes(size: int, count: int, folder: Path) -> None:
+    """extra.json and victims.json for `count` more changes of a kept memory: the corpus's next passages after
+    the ones the first run inserted (which the kept memory holds), and documents the first run did not delete."""
+    sys.path.insert(0, str(HERE))
+    from scale_corpus import Corpus
+
+    corpus = Corpus(seed=size)
+    for _ in corpus.batches(size, 20_000):
+        pass
+    first = [corpus.passage()[0].id for _ in range(count)]  # what the first run's --repeat inserted (at most)
+    extra = [corpus.passage() for _ in range(count)]
+    (folder / "extra.json").write_text(json.dumps([[d.id, d.text, d.title, e] for d, e in extra]))
+    deleted = {int(i) for k in range(1, 11) for i in np.random.default_rng(size).choice(size, k, replace=False)}
+    picks = [int(i) for i in np.random.default_rng(size + 1).permutation(size) if int(i) not in deleted][:count]
+    (folder / "victims.json").write_text(json.dumps([f"doc{i:07d}" for i in picks]))
+    say(f"[{size}] changes: insert {', '.join(d.id for d, _ in extra)} (after {', '.join(first)}); "
+        f"delete {', '.join(f'doc{i:07d}' for i in picks)}")  # fmt: skip
+
+
 def reopen(root: Path, sizes: list[int], ann: str, changes: int) -> None:
     """Open the memories `--keep` left under `root` again: open, first query, query passes, and with `changes`
     that many inserts and deletes (on a copy of the memory, removed afterwards)."""
@@ -292,8 +313,8 @@ def reopen(root: Path, sizes: list[int], ann: str, changes: int) -> None:
         scratch = Path(tempfile.mkdtemp(prefix=f"s{size}-changes-", dir=root)) if changes else None
         try:
             if scratch:
-                for name in ("extra.json", "queries.json"):
-                    shutil.copy2(folder / name, scratch / name)
+                shutil.copy2(folder / "queries.json", scratch / "queries.json")
+                fresh_changes(size, changes, scratch)
                 shutil.copytree(folder / "m", scratch / "m")
             r = run_child(["--child", "open", "--size", str(size), "--folder", str(scratch or folder),
                            "--repeat", str(changes), "--ann", ann])  # fmt: skip

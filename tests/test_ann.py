@@ -146,7 +146,7 @@ def test_memory_keeps_its_ann_index_across_reopen(
         index = state.synonyms.ann
         assert index is not None and index.size == len(state.phrases)
         rows = np.arange(0, len(state.phrases), 37)
-        assert index.search(state.vectors["phrase"].data[rows], 1)[1].ravel().tolist() == rows.tolist()
+        assert index.search(state.vectors["phrase"].view()[rows], 1)[1].ravel().tolist() == rows.tolist()
         memory.index(docs[200:], extractions=extractions[200:])  # the loaded index takes the new phrases
         memory.delete([d.id for d in docs[:50]])
         grown = memory._live.current().canonical()

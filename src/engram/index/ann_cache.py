@@ -72,7 +72,7 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
             raise ValueError("rows and keys disagree")
-        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].data.shape[1])
+        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].dim)
         if token is not None and manifest.get("state") == token:
             if len(old) and int(old.max()) >= len(state.phrases):
                 raise ValueError("rows beyond the saved state's phrases")

@@ -14,7 +14,7 @@ from engram.index.ann_cache import save_ann
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.index.state_file import state_files
 from engram.store.base import Store
-from engram.store.snapshot import ROLES, VectorTable, write_snapshot
+from engram.store.snapshot import ROLES, BlockTable, VectorTable, write_snapshot
 from engram.types import Progress
 
 EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
@@ -134,6 +134,6 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         "phrase": [text_hash(k) for k in state.phrases],
         "fact": [text_hash(fact_text(f)) for f in state.facts],
     }
-    tables: VectorTable = {role: (keys[role], state.vectors[role].view()) for role in ROLES}
+    tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
     sums = write_snapshot(root, generation, tables, state_files(state, generation))
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum

@@ -3,41 +3,136 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from engram.graph.parallel import row_dots
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
 
+class RowView:
+    """The rows of a `Rows` at one moment, as one or two blocks (a memory-mapped saved matrix and the rows
+    appended since), read as a single matrix: `len`, `shape`, row indexing (an int, a slice or an array of
+    rows), `dots` and `np.asarray` (which copies when there are two blocks). The blocks are not copied."""
+
+    def __init__(self, blocks: Sequence[Vectors], dim: int) -> None:
+        self.blocks = tuple(b for b in blocks if len(b))
+        self.dim = dim
+        self.starts = np.cumsum([0, *(len(b) for b in self.blocks)]).astype(np.int64)
+        self.shape = (int(self.starts[-1]), dim)
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> Vectors:
+        whole = self.blocks[0] if len(self.blocks) == 1 else np.concatenate(self.blocks or [self._empty()])
+        return np.asarray(whole, dtype=dtype or np.float32)
+
+    def _empty(self) -> Vectors:
+        return np.zeros((0, self.dim), dtype=np.float32)
+
+    def __getitem__(self, key: int | slice | npt.ArrayLike) -> Vectors:
+        if len(self.blocks) <= 1:
+            whole = self.blocks[0] if self.blocks else self._empty()
+            return cast(Vectors, whole[key])  # type: ignore[index]
+        if isinstance(key, (int, np.integer)):
+            row = int(key) + len(self) if int(key) < 0 else int(key)
+            if not 0 <= row < len(self):
+                raise IndexError(f"row {key} out of range for {len(self)} rows")
+            block = int(np.searchsorted(self.starts, row, side="right")) - 1
+            return cast(Vectors, self.blocks[block][row - int(self.starts[block])])
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step == 1:
+                return self._span(start, max(start, stop))
+            return self._gather(np.arange(start, stop, step))
+        picked = np.asarray(key)
+        return self._gather(np.flatnonzero(picked) if picked.dtype == np.bool_ else picked.astype(np.int64))
+
+    def _gather(self, rows: IntArray) -> Vectors:
+        rows = rows.reshape(-1)
+        rows = np.where(rows < 0, rows + len(self), rows)
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        which = np.searchsorted(self.starts, rows, side="right") - 1
+        for b, block in enumerate(self.blocks):
+            hit = which == b
+            if hit.any():
+                out[hit] = block[rows[hit] - self.starts[b]]
+        return out
+
+    def _span(self, start: int, stop: int) -> Vectors:
+        """Rows start..stop: a view of one block when they lie in one, else a copy."""
+        for b, block in enumerate(self.blocks):
+            first = int(self.starts[b])
+            if first <= start and stop <= first + len(block):
+                return block[start - first : stop - first]
+        return self[np.arange(start, stop)]
+
+    def dots(self, vector: Vectors, limit: int | None = None) -> Vectors:
+        """`rows @ vector` for the first `limit` rows (all by default), block by block (`row_dots`: the same
+        floats at any row position)."""
+        size = len(self) if limit is None else min(limit, len(self))
+        out = np.empty(size, dtype=np.float32)
+        for b, block in enumerate(self.blocks):
+            first = int(self.starts[b])
+            if first >= size:
+                break
+            part = block[: size - first]
+            out[first : first + len(part)] = row_dots(part, vector)
+        return out
+
+
 class Rows:
-    """A growable float32 matrix (capacity grows by half: the slack of a large memory's vectors is RAM)."""
+    """A growable float32 matrix in two blocks: `base`, a saved matrix taken as it is (a copy-on-write memory
+    map of a snapshot stays one), and `tail`, the rows appended since, in memory (capacity grows by half: the
+    slack is RAM). Appending never copies the base, so the first change after opening a large memory does
+    not pull its vectors into RAM."""
 
     def __init__(self, dim: int) -> None:
-        self.data = np.zeros((16, dim), dtype=np.float32)
-        self.size = 0
+        self.dim = dim
+        self.base: Vectors = np.zeros((0, dim), dtype=np.float32)
+        self.tail: Vectors = np.zeros((16, dim), dtype=np.float32)
+        self.tail_size = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.base) + self.tail_size
 
     def append(self, vectors: Vectors) -> None:
-        need = self.size + len(vectors)
-        if need > len(self.data):
-            grown = np.zeros((max(need, len(self.data) + len(self.data) // 2), self.data.shape[1]), dtype=np.float32)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size : need] = vectors
-        self.size = need
+        need = self.tail_size + len(vectors)
+        if need > len(self.tail):
+            grown = np.zeros((max(need, len(self.tail) + len(self.tail) // 2), self.dim), dtype=np.float32)
+            grown[: self.tail_size] = self.tail[: self.tail_size]
+            self.tail = grown
+        self.tail[self.tail_size : need] = vectors
+        self.tail_size = need
 
-    def view(self) -> Vectors:
-        return self.data[: self.size]
+    def set_row(self, row: int, vector: Vectors) -> None:
+        """Overwrite an existing row (a copy-on-write base keeps the change in this process only)."""
+        if row < len(self.base):
+            self.base[row] = vector
+        else:
+            self.tail[row - len(self.base)] = vector
+
+    def view(self) -> RowView:
+        return RowView(self.blocks(), self.dim)
+
+    def blocks(self) -> list[Vectors]:
+        """The base, then the appended rows (either may be empty)."""
+        return [self.base, self.tail[: self.tail_size]]
 
     def adopt(self, matrix: Vectors) -> None:
-        """Hold `matrix` as the rows (not copied: a copy-on-write memory map of a saved state stays one; the
-        first append beyond it copies into memory)."""
-        self.data, self.size = matrix, len(matrix)
+        """Hold `matrix` as the rows, not copied (later appends go to the tail)."""
+        self.base = matrix
+        self.tail = np.zeros((16, self.dim), dtype=np.float32)
+        self.tail_size = 0
 
 
 K = TypeVar("K", str, Triple)

@@ -119,7 +119,7 @@ class IndexState:
             self._touch_passage(existing)
             self._tally(existing, +1)
             self.passage_order.touch(row.id)
-            self.vectors["passage"].data[existing] = vector.reshape(-1)
+            self.vectors["passage"].set_row(existing, vector.reshape(-1))
             return existing
         index = len(self.passages)
         self.hash_rows.setdefault(row.content_hash, set()).add(index)

@@ -112,7 +112,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     meta = {
         "format": FORMAT,
         "generation": generation,
-        "dim": int(state.vectors["phrase"].data.shape[1]),
+        "dim": state.vectors["phrase"].dim,
         "passage_ids": [p.id for p in state.passages],
         "passage_hashes": [p.content_hash for p in state.passages],
         "dead": [[i, _passage_fields(p)] for i, (p, a) in enumerate(zip(state.passages, state.passage_alive)) if not a],

@@ -19,14 +19,13 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
-from engram.graph.parallel import row_dots
 from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk
 from engram.index.edges import derive_edges
 from engram.index.names import NameSnapshot
+from engram.index.rows import RowView
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
 
-Vectors = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
@@ -38,12 +37,12 @@ T = TypeVar("T")
 class GraphIndex:
     passages: list[PassageRow]
     passage_alive: BoolArray
-    passage_vectors: Vectors
+    passage_vectors: RowView
     tables: GraphTables
     phrase_alive: BoolArray
-    phrase_vectors: Vectors
+    phrase_vectors: RowView
     fact_alive: BoolArray
-    fact_vectors: Vectors
+    fact_vectors: RowView
     synonyms: tuple[npt.NDArray[np.int64], FloatArray]
     context_weight: float
     phrase_passage_counts: FloatArray
@@ -84,7 +83,7 @@ class GraphIndex:
     def n_phrases(self) -> int:
         return len(self.tables.phrases)
 
-    def _scores(self, vectors: Vectors, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
+    def _scores(self, vectors: RowView, alive: BoolArray, query_vectors: npt.ArrayLike) -> FloatArray:
         """Cosines of the queries with every row, as (q, rows); dead rows get each query's lowest alive score.
         Each row's dot product is numpy's own loop over that row (`einsum`, not BLAS), which gives the same
         float at any row position and matrix size, so the scores are those of a memory built from scratch
@@ -98,7 +97,7 @@ class GraphIndex:
         dead = ~alive
         for qi, vector in enumerate(q):
             row = out[qi]
-            row[:] = row_dots(vectors[: len(alive)], vector)
+            row[:] = vectors.dots(vector, len(alive))
             if dead.any():
                 row[dead] = row[alive].min()
         return out

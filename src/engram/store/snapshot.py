@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,9 @@ import numpy.typing as npt
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
 VectorTable = dict[str, tuple[list[str], Vectors]]  # role -> (keys, matrix)
+# what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
+BlockTable = Mapping[str, tuple[list[str], Vectors | Sequence[Vectors]]]
+WRITE_ROWS = 65_536  # rows converted and written at a time
 Writer = Callable[[Any], object]  # writes one file's bytes to the handle it is given
 SNAPSHOT_MANIFEST = "manifest.json"
 STALE_TEMP_SECONDS = 6 * 3600  # a temporary folder untouched this long was left by a crash
@@ -92,8 +95,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_npy(handle: Any, blocks: list[Vectors]) -> None:
+    """One float32 .npy file of the row blocks stacked (the bytes `np.save` writes for the stacked matrix),
+    converted a slice at a time, so no stacked copy is made."""
+    rows = sum(len(b) for b in blocks)
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+              "shape": (rows, int(blocks[0].shape[1]))}  # fmt: skip
+    np.lib.format.write_array_header_1_0(handle, header)
+    for block in blocks:
+        for start in range(0, len(block), WRITE_ROWS):
+            handle.write(np.ascontiguousarray(block[start : start + WRITE_ROWS], dtype="<f4").tobytes())
+
+
 def write_snapshot(
-    root: Path, generation: int, tables: VectorTable, extra: dict[str, Writer] | None = None
+    root: Path, generation: int, tables: BlockTable, extra: dict[str, Writer] | None = None
 ) -> dict[str, str]:
     """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
     manifest. Returns the files' checksums (as written by this call, whatever another process writes later)."""
@@ -103,8 +118,8 @@ def write_snapshot(
     try:
         sums: dict[str, str] = {}
         for role, (_, matrix) in tables.items():
-            array = np.ascontiguousarray(matrix, dtype=np.float32)
-            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", lambda h, a=array: np.save(h, a, allow_pickle=False))
+            blocks = [matrix] if isinstance(matrix, np.ndarray) else list(matrix)
+            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", lambda h, b=blocks: _write_npy(h, b))
         keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
         sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
         for name, write in (extra or {}).items():

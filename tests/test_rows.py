@@ -1,0 +1,87 @@
+"""Issue 11: the live state's vector rows in two blocks (engram.index.rows.Rows / RowView): a saved matrix taken
+as it is, and the rows appended since. Oracle: one numpy matrix holding the same rows (np.vstack)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram.index.rows import Rows
+from engram.store.snapshot import _write_npy
+
+
+def two_blocks(tmp_path: Path, saved: int = 40, added: tuple[int, ...] = (3, 1, 30)) -> tuple[Rows, np.ndarray]:
+    rng = np.random.default_rng(saved)
+    base = rng.standard_normal((saved, 8)).astype(np.float32)
+    np.save(tmp_path / "m.npy", base)
+    rows = Rows(8)
+    rows.adopt(np.load(tmp_path / "m.npy", mmap_mode="c"))
+    parts = [base]
+    for n in added:
+        part = rng.standard_normal((n, 8)).astype(np.float32)
+        rows.append(part)
+        parts.append(part)
+    return rows, np.vstack(parts)
+
+
+def test_appending_keeps_the_saved_matrix_as_it_is(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path)
+    base = rows.base
+    assert isinstance(base, np.memmap)
+    rows.append(np.ones((100, 8), dtype=np.float32))  # grows the tail, never the base
+    assert rows.base is base and rows.size == len(whole) + 100
+    view = rows.view()
+    assert len(view.blocks) == 2 and np.shares_memory(view.blocks[0], base)
+
+
+def test_view_reads_as_one_matrix(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path)
+    view = rows.view()
+    assert len(view) == len(whole) and view.shape == whole.shape
+    assert np.array_equal(np.asarray(view), whole)
+    for i in (0, 39, 40, 41, 43, 44, len(whole) - 1, -1, -len(whole)):
+        assert np.array_equal(view[i], whole[i])
+    for key in (slice(0, 40), slice(40, 44), slice(38, 45), slice(10, None), slice(None, None, 3), slice(50, 20)):
+        assert np.array_equal(view[key], whole[key])
+    picks = np.array([73, 0, 40, 39, 41, 5, 5, -2])
+    assert np.array_equal(view[picks], whole[picks])
+    mask = np.random.default_rng(1).random(len(whole)) < 0.3
+    assert np.array_equal(view[mask], whole[mask])
+    with pytest.raises(IndexError):
+        view[len(whole)]
+    within = view[2:30]
+    assert np.shares_memory(within, rows.base)  # rows inside one block are a view of it
+
+
+def test_dots_are_those_of_the_whole_matrix(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path)
+    vector = np.random.default_rng(2).standard_normal(8).astype(np.float32)
+    view = rows.view()
+    assert np.array_equal(view.dots(vector), np.einsum("ij,j->i", whole, vector))
+    for limit in (0, 10, 40, 42, 500):
+        assert np.array_equal(view.dots(vector, limit), np.einsum("ij,j->i", whole[:limit], vector))
+
+
+def test_set_row_and_a_view_taken_before(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path)
+    before = rows.view()
+    for row in (3, 41):
+        rows.set_row(row, np.full(8, row, dtype=np.float32))
+        whole[row] = row
+    rows.append(np.zeros((1000, 8), dtype=np.float32))  # reallocates the tail: the older view keeps its rows
+    assert np.array_equal(np.asarray(before), whole)
+    assert np.load(tmp_path / "m.npy")[3].tolist() != [3.0] * 8  # the saved file is copy-on-write: unchanged
+
+
+def test_snapshot_file_of_blocks_is_what_np_save_writes(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path, added=(70_000,))
+    written, expected = io.BytesIO(), io.BytesIO()
+    _write_npy(written, rows.blocks())
+    np.save(expected, whole, allow_pickle=False)
+    assert written.getvalue() == expected.getvalue()
+    empty = io.BytesIO()
+    _write_npy(empty, Rows(8).blocks())
+    assert np.load(io.BytesIO(empty.getvalue())).shape == (0, 8)
