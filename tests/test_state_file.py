@@ -108,3 +108,27 @@ def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
     with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
         same(observe(memory), expected)
     assert saved_state_loads(tmp_path)  # closing wrote the current format again
+
+
+def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
+    """Opening from the saved state and reading (a view, its edges and orders) looks no fact up by key and
+    sorts no key list; the first write builds them, equal to what the records give."""
+    from engram.index.view import view
+
+    build(tmp_path)
+    store = RecordStore(tmp_path / "engram.sqlite")
+    try:
+        stored, generation = store.passages(), store.generation
+    finally:
+        store.close()
+    restored = restore_state(tmp_path, generation, stored, 64, CONFIG.graph)
+    assert restored is not None
+    state = restored[0]
+    view(state)
+    assert state.fact_row._build is not None and state.fact_order._saved is not None
+    assert state.relation.source is not None
+    assert dict(state.fact_row) == {fact: row for row, fact in enumerate(state.facts)}  # built on first use
+    alive = state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0)
+    assert alive == sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)
+    assert state.fact_row._build is None and state.fact_order._saved is None
+    assert len(state.relation) == len(dict(state.relation)) and state.relation.source is None

@@ -12,7 +12,7 @@ O(non-zeros) in vectorised copies instead of a sort of every edge; past `Touched
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,7 +111,11 @@ def _context_of(state: IndexState, rows: list[int]) -> IntArray:
 
 
 def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
-    """Relation pairs in sorted order and their support."""
+    """Relation pairs in sorted order and their support (from the saved arrays while the dict is unbuilt)."""
+    if state.relation.source is not None:
+        saved, counts = state.relation.source
+        order = np.lexsort((saved[:, 1], saved[:, 0]))
+        return saved[order], counts[order].astype(np.float64)
     count = len(state.relation)
     pairs = _pairs(state.relation.keys(), count)
     support = np.fromiter(state.relation.values(), dtype=np.float64, count=count)
@@ -137,7 +141,7 @@ def _merge(
 
 
 def _patch_relation(
-    base: PatchBase, touched: set[tuple[int, int]], relation: dict[tuple[int, int], int]
+    base: PatchBase, touched: set[tuple[int, int]], relation: Mapping[tuple[int, int], int]
 ) -> tuple[IntArray, FloatArray]:
     pairs = sorted(touched)
     drop = _keys(_pairs(pairs, len(pairs)))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar, cast
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Generic, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -136,6 +136,59 @@ class Rows:
 
 
 K = TypeVar("K", str, Triple)
+KT = TypeVar("KT")
+VT = TypeVar("VT")
+T = TypeVar("T")
+
+
+class LazyDict(MutableMapping[KT, VT]):
+    """A dict that a restored state can leave unbuilt (`defer`) until something first reads or writes it:
+    reads of a memory never look a fact up by its key nor a relation pair's count, only its writes do. Its
+    length is known unbuilt, and `source` keeps the arrays it will be built from (None once built)."""
+
+    def __init__(self) -> None:
+        self._data: dict[KT, VT] = {}
+        self._build: Callable[[], dict[KT, VT]] | None = None
+        self._size = 0
+        self.source: tuple[IntArray, IntArray] | None = None
+
+    def defer(
+        self, build: Callable[[], dict[KT, VT]], size: int, source: tuple[IntArray, IntArray] | None = None
+    ) -> None:
+        self._data, self._build, self._size, self.source = {}, build, size, source
+
+    @property
+    def data(self) -> dict[KT, VT]:
+        if self._build is not None:
+            self._data, self._build, self.source = self._build(), None, None
+        return self._data
+
+    def __getitem__(self, key: KT) -> VT:
+        return self.data[key]
+
+    @overload
+    def get(self, key: KT, /) -> VT | None: ...
+    @overload
+    def get(self, key: KT, default: VT, /) -> VT: ...
+    @overload
+    def get(self, key: KT, default: T, /) -> VT | T: ...
+    def get(self, key: KT, default: object = None, /) -> object:
+        return self.data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+    def __setitem__(self, key: KT, value: VT) -> None:
+        self.data[key] = value
+
+    def __delitem__(self, key: KT) -> None:
+        del self.data[key]
+
+    def __iter__(self) -> Iterator[KT]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return self._size if self._build is not None else len(self._data)
 
 
 class SortedKeys(Generic[K]):
@@ -148,6 +201,7 @@ class SortedKeys(Generic[K]):
     def __init__(self, row_of: Mapping[K, int]) -> None:
         self._row_of: Mapping[K, int] = row_of  # a key's row never changes
         self._keys: list[K] = []
+        self._saved: tuple[IntArray, Callable[[int], K]] | None = None  # keys not yet looked up (`restore`)
         self._rows: IntArray = np.zeros(0, dtype=np.int64)
         self._member = np.zeros(0, dtype=bool)  # by row: the key is in `_keys` (no set of every key)
         self._touched: set[K] = set()
@@ -157,6 +211,7 @@ class SortedKeys(Generic[K]):
 
     def keys(self, alive: Callable[[K], bool]) -> list[K]:
         self._refresh(alive)
+        self._look_up_saved()
         return self._keys
 
     def rows(self, alive: Callable[[K], bool]) -> IntArray:
@@ -166,11 +221,16 @@ class SortedKeys(Generic[K]):
 
     def restore(self, rows: IntArray, key_of: Callable[[int], K]) -> None:
         """Take a saved order (the rows of the alive keys, by key) without sorting: nothing touched since."""
-        self._keys = list(map(key_of, rows.tolist()))
+        self._keys, self._saved = [], (rows, key_of)  # looked up on the first change or `keys` call
         self._rows = rows.astype(np.int64)
         self._member = np.zeros(int(rows.max()) + 1 if len(rows) else 0, dtype=bool)
         self._member[self._rows] = True
         self._touched = set()
+
+    def _look_up_saved(self) -> None:
+        if self._saved is not None:
+            rows, key_of = self._saved
+            self._keys, self._saved = list(map(key_of, rows.tolist())), None
 
     def _is_member(self, key: K) -> bool:
         row = self._row_of[key]
@@ -179,6 +239,7 @@ class SortedKeys(Generic[K]):
     def _refresh(self, alive: Callable[[K], bool]) -> None:
         if not self._touched:
             return
+        self._look_up_saved()
         gone = sorted(k for k in self._touched if self._is_member(k) and not alive(k))
         fresh = sorted(k for k in self._touched if not self._is_member(k) and alive(k))
         self._touched = set()

@@ -22,7 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
-from engram.index.rows import Rows, SortedKeys
+from engram.index.rows import LazyDict, Rows, SortedKeys
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -89,11 +89,11 @@ class IndexState:
             "done": 0,
         }  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
         self.facts: list[Triple] = []
-        self.fact_row: dict[Triple, int] = {}
+        self.fact_row: LazyDict[Triple, int] = LazyDict()  # built on the first write after a restore
         self.fact_phrases: list[tuple[int, int]] = []
         self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)
         self.fact_support: list[int] = []  # alive passages stating the fact
-        self.relation: dict[tuple[int, int], int] = {}
+        self.relation: LazyDict[tuple[int, int], int] = LazyDict()  # pair -> facts joining it
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
         self.changes = Changes()

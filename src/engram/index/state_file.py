@@ -208,16 +208,22 @@ def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dic
         (phrases[s], relations[r], phrases[o]) for s, r, o in zip(subjects, arrays["fact_relation"].tolist(), objects)
     ]
     state.facts.extend(facts)
-    state.fact_row.update((f, i) for i, f in enumerate(facts))
+    state.fact_row.defer(lambda: dict(zip(facts, range(len(facts)))), len(facts))  # this list, not the state's
     state.fact_phrases.extend(zip(subjects, objects))
     state.fact_support.extend(arrays["fact_support"].tolist())
-    relation = arrays["relation_pairs"].reshape(-1, 2)
-    state.relation.update(
-        zip(zip(relation[:, 0].tolist(), relation[:, 1].tolist()), arrays["relation_counts"].tolist())
-    )
-    counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support), len(state.fact_row))
-    if counts != (len(phrases), len(phrases), len(facts), len(facts)):
+    _defer_relation(state, arrays["relation_pairs"].reshape(-1, 2).astype(np.int64), arrays["relation_counts"])
+    counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support))
+    if counts != (len(phrases), len(phrases), len(facts)):
         raise ValueError("phrase or fact tables disagree")
+
+
+def _defer_relation(state: IndexState, pairs: Array, counts: Array) -> None:
+    """The relation dict, built from the saved arrays when a write first needs it (views read the arrays)."""
+    if len(counts) != len(pairs):
+        raise ValueError("relation tables disagree")
+    state.relation.defer(
+        lambda: dict(zip(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()), counts.tolist())), len(pairs), (pairs, counts)
+    )
 
 
 def _fill_vectors(state: IndexState, folder: Path, dim: int) -> None:
