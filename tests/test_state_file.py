@@ -126,7 +126,7 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     state = restored[0]
     view(state)
     assert state.fact_row._build is not None and state.fact_order._saved is not None
-    assert state.relation.source is not None
+    assert state.relation.source is not None and state.synonyms._saved is not None
     assert dict(state.fact_row) == {fact: row for row, fact in enumerate(state.facts)}  # built on first use
     alive = state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0)
     assert alive == sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)

@@ -47,6 +47,8 @@ class SynonymLists:
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
         self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
+        self._saved: tuple[dict[str, npt.NDArray[Any]], Sequence[str]] | None = None  # restored, not built
+        self._saved_edges: tuple[IntArray, npt.NDArray[np.float64]] | None = None
 
     def _order(self, items: Iterable[Neighbour]) -> list[Neighbour]:
         return sorted(items, key=lambda n: (-n[0], n[1]))[: self.top_k]
@@ -173,6 +175,7 @@ class SynonymLists:
 
     def add(self, new_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
         """Give the new phrases their lists and let old phrases take them in. Returns rows whose list changed."""
+        self._build_saved()
         new = set(new_rows.tolist())
         changed = set(new)
         for row, neighbours in self._candidates(new_rows, alive_rows, vectors, keys).items():
@@ -190,6 +193,7 @@ class SynonymLists:
     def remove(self, dead_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
         """Drop dead phrases; a phrase whose full list lost a member is recomputed (its next neighbour may now
         qualify). `alive_rows` excludes the dead. Returns rows whose list changed (the dead included)."""
+        self._build_saved()
         dead = set(dead_rows.tolist())
         changed = set(dead)
         recompute: set[int] = set()
@@ -212,12 +216,15 @@ class SynonymLists:
         return changed
 
     def load(self, lists: dict[int, list[Neighbour]]) -> None:
+        self._saved, self._saved_edges = None, None
         self.lists, self.incoming, self._edges = {}, {}, {}
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 
     def saved(self) -> dict[str, npt.NDArray[Any]]:
         """The lists as arrays (rows that have a list, offsets, neighbour rows, cosines), for `restore`."""
+        if self._saved is not None:
+            return dict(self._saved[0])
         rows = sorted(self.lists)
         lengths = [len(self.lists[r]) for r in rows]
         flat = [n for r in rows for n in self.lists[r]]
@@ -229,13 +236,24 @@ class SynonymLists:
         }
 
     def restore(self, arrays: dict[str, npt.NDArray[Any]], keys: Sequence[str]) -> None:
-        """Take back what `saved` gave (lists already in order), building the reverse index and edge table in
-        one pass instead of merging list by list."""
-        rows, offsets = arrays["rows"].tolist(), arrays["offsets"].tolist()
-        neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
-        if len(offsets) != len(rows) + 1 or offsets[-1] != len(neighbours) or len(sims) != len(neighbours):
+        """Take back what `saved` gave (lists already in order). The lists, reverse index and edge table are
+        built from the arrays when a change first needs them; until then `edges`, `edge_count` and `saved`
+        read the arrays (a memory that is only read never builds them)."""
+        rows, offsets, size = arrays["rows"], arrays["offsets"], len(arrays["neighbours"])
+        if len(offsets) != len(rows) + 1 or int(offsets[-1]) != size or len(arrays["sims"]) != size:
             raise ValueError("saved synonym lists disagree")
         self.lists, self.incoming, self._edges = {}, {}, {}
+        self._saved = (dict(arrays), keys)
+        self._saved_edges = None
+
+    def _build_saved(self) -> None:
+        """The lists, reverse index and edge table of the restored arrays, in one pass."""
+        if self._saved is None:
+            return
+        arrays, keys = self._saved
+        self._saved, self._saved_edges = None, None
+        rows, offsets = arrays["rows"].tolist(), arrays["offsets"].tolist()
+        neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
         for row, start, end in zip(rows, offsets, offsets[1:]):
             items = self.lists[row] = [(sims[i], keys[neighbours[i]], neighbours[i]) for i in range(start, end)]
             for sim, _, other in items:
@@ -243,16 +261,41 @@ class SynonymLists:
                 pair = (min(row, other), max(row, other))
                 self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
 
+    def _edges_of_saved(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
+        """`edges` of the restored arrays without building the lists: each (row, neighbour) entry as the pair
+        (i < j), sorted, one per pair (the cosine of its last entry, as the edge table keeps)."""
+        if self._saved_edges is None:
+            assert self._saved is not None
+            arrays = self._saved[0]
+            owner = np.repeat(arrays["rows"].astype(np.int64), np.diff(arrays["offsets"]))
+            other = arrays["neighbours"].astype(np.int64)
+            low, high = np.minimum(owner, other), np.maximum(owner, other)
+            order = np.lexsort((high, low))  # stable: equal pairs keep their saved order
+            low, high, sims = low[order], high[order], arrays["sims"].astype(np.float64)[order]
+            last = np.ones(len(low), dtype=bool)
+            last[:-1] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+            self._saved_edges = (np.column_stack([low[last], high[last]]).reshape(-1, 2), sims[last])
+        return self._saved_edges
+
+    def list_of(self, row: int) -> list[Neighbour]:
+        """The synonym list of phrase `row` (empty when it has none)."""
+        self._build_saved()
+        return self.lists.get(row, [])
+
     def weight(self, pair: tuple[int, int]) -> float | None:
         """The cosine of synonym edge `pair` (i < j), or None when there is no such edge."""
+        self._build_saved()
         found = self._edges.get(pair)
         return None if found is None else found[1]
 
     def edge_count(self) -> int:
-        return len(self._edges)
+        return len(self._edges_of_saved()[1]) if self._saved is not None else len(self._edges)
 
     def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
         """Undirected edges (i < j) with their cosines (kept up to date by `_set`: O(edges), not O(phrases))."""
+        if self._saved is not None:
+            pairs, cosines = self._edges_of_saved()
+            return pairs.copy(), cosines.copy()
         keys = sorted(self._edges)
         sims = [self._edges[k][1] for k in keys]
         return np.array(keys, dtype=np.int64).reshape(-1, 2), np.array(sims, dtype=np.float64)

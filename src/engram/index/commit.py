@@ -125,7 +125,7 @@ def load_synonyms(store: Store, state: IndexState) -> set[int]:
 
 def synonym_payload(state: IndexState, rows: set[int]) -> dict[str, list[tuple[str, float]]]:
     """The lists of `rows`, by phrase key, as the store keeps them."""
-    return {state.phrases[r]: [(key, sim) for sim, key, _ in state.synonyms.lists.get(r, [])] for r in sorted(rows)}
+    return {state.phrases[r]: [(key, sim) for sim, key, _ in state.synonyms.list_of(r)] for r in sorted(rows)}
 
 
 def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
