@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -191,3 +192,40 @@ def test_using_the_ann_index_then_the_default_embedder_does_not_crash() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr[-500:])
+
+
+def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session that only deletes (no synonym search, so the index is never loaded) writes a new saved state
+    on close; the index's manifest then names that state, so the next session takes its labels as they are.
+    Oracle: the lists of a memory built from scratch with the same documents."""
+    import engram.index.ann_cache as ann_cache
+    from engram import Document, Memory
+
+    names = phrases(600, seed=4)
+    docs = [Document(f"d{i}", f"{names[i]} is near {names[i + 1]}.") for i in range(0, 598, 2)]
+    extractions = [{"id": f"d{i}", "triples": [[names[i], "is near", names[i + 1]]]} for i in range(0, 598, 2)]
+    config = MemoryConfig(graph=GraphConfig(ann="on"))
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.index(docs[:200], extractions=extractions[:200])
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.delete([d.id for d in docs[:20]])
+        assert memory._live.load().synonyms.ann is None  # not loaded by this session
+    manifest = json.loads((tmp_path / "m" / "index" / "ann" / "manifest.json").read_text(encoding="utf-8"))
+    latest = max((tmp_path / "m" / "index").glob("g*"), key=lambda p: int(p.name[1:]))
+    written = json.loads((latest / "manifest.json").read_text(encoding="utf-8"))["files"]["state.json"]
+    assert manifest["state"] == written
+
+    def no_hashing(key: str) -> bytes:
+        raise AssertionError("relabelled by hash")
+
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        monkeypatch.setattr(ann_cache, "_digest", no_hashing)
+        memory._live.load().synonyms.ann_loader()  # what the next synonym search runs
+        monkeypatch.undo()
+        memory.index(docs[200:], extractions=extractions[200:])
+        grown = memory._live.current().canonical()
+    with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as fresh:
+        fresh.index(docs[20:], extractions=extractions[20:])
+        assert fresh._live.current().canonical() == grown

@@ -2,10 +2,11 @@
 
 `index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), `phrase-rows.npy` (int64, the
 writing process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each
-entry's phrase, 32 per entry) and `manifest.json` (the files' SHA-256, written last). It is a cache like the
-snapshot: on opening, entries are matched to the new process's rows by phrase hash (entries of phrases no longer
-in the memory are dropped from results) and files that do not match their checksums are ignored (the index is
-then rebuilt when first needed). Files are written under temporary names and renamed into place.
+entry's phrase, 32 per entry) and `manifest.json` (the files' SHA-256 and the saved state whose rows the labels
+are, written last). It is a cache like the snapshot: on opening from that saved state the labels are taken as
+they are, else entries are matched to the new process's rows by phrase hash (entries of phrases no longer in the
+memory are dropped from results); files that do not match their checksums are ignored (the index is then
+rebuilt when first needed). Files are written under temporary names and renamed into place.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     labels are (the checksum of that snapshot's `state.json`)."""
     index = state.synonyms.ann
     if index is None:
+        if token is not None and state.saved_as is not None:
+            _rename_state(root / "index" / "ann", state.saved_as, token)
         return
     folder = root / "index" / "ann"
     folder.mkdir(parents=True, exist_ok=True)
@@ -56,6 +59,23 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     tmp = folder / ".manifest.json.tmp"
     tmp.write_text(json.dumps({"files": sums, "dim": index.dim, "state": token}), encoding="utf-8")
     os.replace(tmp, folder / "manifest.json")
+
+
+def _rename_state(folder: Path, old: str, new: str) -> None:
+    """The index on disk was not loaded by this process: if its labels are the rows of saved state `old`, which
+    this process's state was restored from, they are also the rows of `new`, which it has just written (a row
+    never changes its phrase; rows added since are not in the index). Say so in its manifest, so the next
+    process takes the labels as they are instead of matching every phrase by hash."""
+    path = folder / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or manifest.get("state") != old:
+            return
+        tmp = folder / ".manifest.json.tmp"
+        tmp.write_text(json.dumps({**manifest, "state": new}), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:  # the next load finds what is wrong and rebuilds the index
+        log.warning("phrase ANN index in %s: its manifest was not updated (%s)", folder, exc)
 
 
 def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:

@@ -137,3 +137,4 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
     sums = write_snapshot(root, generation, tables, state_files(state, generation))
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
+    state.saved_as = sums["state.json"]

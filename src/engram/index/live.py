@@ -91,7 +91,8 @@ class LiveIndex:
                 restored = token is not None
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     root, state = self.root, self.state
-                    state.synonyms.ann_loader = lambda: load_ann(root, state, token)
+                    state.saved_as = token
+                    state.synonyms.ann_loader = lambda: load_ann(root, state, state.saved_as)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))

@@ -96,6 +96,7 @@ class IndexState:
         self.relation: LazyDict[tuple[int, int], int] = LazyDict()  # pair -> facts joining it
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
+        self.saved_as: str | None = None  # the saved state (its state.json checksum) whose rows these rows are
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
         # the order documents arrived in
