@@ -89,9 +89,9 @@ class LiveIndex:
             if self.state is None or generation != self.generation:
                 self.state, changed, token = self._load_state(generation)
                 restored = token is not None
+                self.state.saved_as = token
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     root, state = self.root, self.state
-                    state.saved_as = token
                     state.synonyms.ann_loader = lambda: load_ann(root, state, state.saved_as)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
