@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,20 +115,29 @@ def test_ann_setting_is_checked() -> None:
     assert GraphConfig(ann="on").ann == "on"
 
 
+def ann_memory(path: Path, seed: int) -> tuple[list[Any], list[dict[str, Any]], MemoryConfig]:
+    """A memory with ANN search forced, built from the first 200 of 299 documents (two phrases each); returns
+    all the documents, their extractions and the config."""
+    from engram import Document, Memory
+
+    names = phrases(600, seed=seed)
+    docs = [Document(f"d{i}", f"{names[i]} is near {names[i + 1]}.") for i in range(0, 598, 2)]
+    extractions = [{"id": f"d{i}", "triples": [[names[i], "is near", names[i + 1]]]} for i in range(0, 598, 2)]
+    config = MemoryConfig(graph=GraphConfig(ann="on"))
+    with Memory(path, embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.index(docs[:200], extractions=extractions[:200])
+    return docs, extractions, config
+
+
 @pytest.mark.parametrize("records", [False, True])
 def test_memory_keeps_its_ann_index_across_reopen(
     tmp_path: Path, records: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Reopened from the saved state, the index's labels are that state's rows as they are; rebuilt from the
     records (rows may differ), they are matched by phrase hash."""
-    from engram import Document, Memory
+    from engram import Memory
 
-    names = phrases(600, seed=3)
-    docs = [Document(f"d{i}", f"{names[i]} is near {names[i + 1]}.") for i in range(0, 598, 2)]
-    extractions = [{"id": f"d{i}", "triples": [[names[i], "is near", names[i + 1]]]} for i in range(0, 598, 2)]
-    config = MemoryConfig(graph=GraphConfig(ann="on"))
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-        memory.index(docs[:200], extractions=extractions[:200])
+    docs, extractions, config = ann_memory(tmp_path / "m", seed=3)
     assert (tmp_path / "m" / "index" / "ann" / "manifest.json").exists()
     if records:
         for saved in (tmp_path / "m" / "index").glob("g*/state.json"):
@@ -201,14 +211,9 @@ def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
     on close; the index's manifest then names that state, so the next session takes its labels as they are.
     Oracle: the lists of a memory built from scratch with the same documents."""
     import engram.index.ann_cache as ann_cache
-    from engram import Document, Memory
+    from engram import Memory
 
-    names = phrases(600, seed=4)
-    docs = [Document(f"d{i}", f"{names[i]} is near {names[i + 1]}.") for i in range(0, 598, 2)]
-    extractions = [{"id": f"d{i}", "triples": [[names[i], "is near", names[i + 1]]]} for i in range(0, 598, 2)]
-    config = MemoryConfig(graph=GraphConfig(ann="on"))
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-        memory.index(docs[:200], extractions=extractions[:200])
+    docs, extractions, config = ann_memory(tmp_path / "m", seed=4)
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
         memory.delete([d.id for d in docs[:20]])
         assert memory._live.load().synonyms.ann is None  # not loaded by this session

@@ -76,19 +76,24 @@ def build(path: Path) -> None:
             apply(memory, live, op, known)
 
 
-def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    build(tmp_path)
-    store = RecordStore(tmp_path / "engram.sqlite")
+def stored(path: Path) -> tuple[list[Any], int]:
+    """The records' passages and generation."""
+    store = RecordStore(path / "engram.sqlite")
     try:
-        stored, generation = store.passages(), store.generation
+        return store.passages(), store.generation
     finally:
         store.close()
-    assert restore_state(tmp_path, generation, stored, 64, CONFIG.graph) is not None
+
+
+def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    build(tmp_path)
+    passages, generation = stored(tmp_path)
+    assert restore_state(tmp_path, generation, passages, 64, CONFIG.graph) is not None
     with caplog.at_level(logging.WARNING, logger="engram"):
         assert restore_state(tmp_path, generation, [], 64, CONFIG.graph) is None  # the store lost a passage
     assert any("not used" in r.getMessage() for r in caplog.records)
-    assert restore_state(tmp_path, generation + 1, stored, 64, CONFIG.graph) is None  # another generation
-    assert restore_state(tmp_path, generation, stored, 32, CONFIG.graph) is None  # another vector width
+    assert restore_state(tmp_path, generation + 1, passages, 64, CONFIG.graph) is None  # another generation
+    assert restore_state(tmp_path, generation, passages, 32, CONFIG.graph) is None  # another vector width
 
 
 def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
@@ -116,12 +121,8 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     from engram.index.view import view
 
     build(tmp_path)
-    store = RecordStore(tmp_path / "engram.sqlite")
-    try:
-        stored, generation = store.passages(), store.generation
-    finally:
-        store.close()
-    restored = restore_state(tmp_path, generation, stored, 64, CONFIG.graph)
+    passages, generation = stored(tmp_path)
+    restored = restore_state(tmp_path, generation, passages, 64, CONFIG.graph)
     assert restored is not None
     state = restored[0]
     view(state)
