@@ -153,9 +153,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._chats: list[OpenAIChat] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler_class(self))
-        self._server.daemon_threads = True
-        self._server.block_on_close = False
+        self._server = _Server(("127.0.0.1", 0), _make_handler_class(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -266,6 +264,15 @@ def _completion(model: str, spec: Spec, request: dict[str, Any]) -> dict[str, An
             "total_tokens": prompt_words + completion_words,
         },
     }
+
+
+class _Server(ThreadingHTTPServer):
+    # the accept queue: the standard library's 5 overflows when a test opens 16 connections at once, and the
+    # kernel then drops handshakes (the client retries a second later, or sees the connection reset), which a
+    # real server's backlog of hundreds does not do
+    request_queue_size = 128
+    daemon_threads = True
+    block_on_close = False
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
