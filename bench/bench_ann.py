@@ -5,10 +5,13 @@ Two sets of 384-d unit vectors: the phrases of the scale corpus (`scale_corpus.p
 sentence embedder's space). For each library and setting: the time to build an index of all vectors, the time
 to search every vector's `k` nearest (what a from-scratch synonym build does), the index's memory, and the
 recall of synonym pairs - the pairs at cosine >= 0.8 that exact search finds (each row's 100 nearest above the
-threshold) - on 2,000 sampled rows. Rows whose `k` results are all above the threshold are searched again with
-a larger `k` (as the engram index does), so the recall is that of the whole procedure.
+threshold) - on 2,000 sampled rows, found by the row's own search ("recall") and by the row's or the partner's
+("either side": a synonym edge joins two phrases when either keeps the other, so that is the edges' recall).
+Rows whose `k` results are all above the threshold are searched again with a larger `k` (as the engram index
+does), so the recall is that of the whole procedure.
 
-    .venv/bin/python bench/bench_ann.py [--size 300000] [--threads 2]
+    .venv/bin/python bench/bench_ann.py [--size 300000] [--threads 2] [--only REGEX]
+    .venv/bin/python bench/bench_ann.py --vectors KEPT/s100000/m/index/gN/phrase.npy --size 200000
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,7 @@ from engram.embed import HashEmbedder
 
 Vectors = npt.NDArray[np.float32]
 THRESHOLD, TOP_K, SAMPLE = 0.8, 100, 2000
+SLACK = 1e-4  # as engram.graph.synonyms: float32 candidates this close below the threshold are re-checked
 Search = Callable[[Vectors, int], tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]]
 
 
@@ -60,13 +65,21 @@ def clustered_vectors(size: int, dim: int = 384, seed: int = 3) -> Vectors:
     return out
 
 
+def confirmed(vectors: Vectors, q: int, targets: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Of `targets` (float32 candidates within SLACK of the threshold), those whose cosine passes when recomputed
+    in float64 and rounded to 1e-9, as engram's synonym search does: hash-embedded phrases sharing 4 of 5 words
+    sit at exactly 0.8, where float32 sums land on either side depending on their order. Best first."""
+    sims = np.round(vectors[targets].astype(np.float64) @ vectors[q].astype(np.float64), 9)
+    keep = (sims >= THRESHOLD) & (targets != q)
+    order = np.argsort(-sims[keep], kind="stable")
+    return targets[keep][order]
+
+
 def exact_pairs(vectors: Vectors, rows: npt.NDArray[np.int64]) -> set[tuple[int, int]]:
     sims = vectors[rows] @ vectors.T
     out = set()
     for q, row in zip(rows.tolist(), sims):
-        row[q] = -1.0
-        hits = np.flatnonzero(row >= THRESHOLD)
-        hits = hits[np.argsort(-row[hits], kind="stable")][:TOP_K]
+        hits = confirmed(vectors, q, np.flatnonzero(row >= THRESHOLD - SLACK))[:TOP_K]
         out.update((q, int(t)) for t in hits)
     return out
 
@@ -75,17 +88,27 @@ def ann_pairs(search: Search, vectors: Vectors, rows: npt.NDArray[np.int64], k: 
     """Pairs found by searching `k` neighbours, widening to TOP_K + 1 for rows whose k-th is still above."""
     sims, ids = search(vectors[rows], k)
     out = set()
-    wide = [i for i in range(len(rows)) if sims[i, -1] >= THRESHOLD]
+    wide = [i for i in range(len(rows)) if sims[i, -1] >= THRESHOLD - SLACK]
     if wide:
         wsims, wids = search(vectors[rows[wide]], TOP_K + 1)
         for i, s, d in zip(wide, wsims, wids):
-            sims_i, ids_i = s, d
-            out.update((int(rows[i]), int(t)) for t, v in zip(ids_i, sims_i) if v >= THRESHOLD and t != rows[i])
+            hits = confirmed(vectors, int(rows[i]), d[(s >= THRESHOLD - SLACK) & (d >= 0)].astype(np.int64))
+            out.update((int(rows[i]), int(t)) for t in hits)
     narrow = set(range(len(rows))) - set(wide)
     for i in narrow:
-        hits = [int(t) for t, v in zip(ids[i], sims[i]) if v >= THRESHOLD and t != rows[i] and t >= 0]
-        out.update((int(rows[i]), t) for t in hits)
+        hits = confirmed(vectors, int(rows[i]), ids[i][(sims[i] >= THRESHOLD - SLACK) & (ids[i] >= 0)].astype(np.int64))
+        out.update((int(rows[i]), int(t)) for t in hits)
     return out
+
+
+def either_side(search: Search, vectors: Vectors, truth: set[tuple[int, int]], k: int) -> set[tuple[int, int]]:
+    """The true pairs (q, t) that t's own search finds (q in t's results): a synonym edge joins two phrases when
+    either keeps the other, so an edge is missed only when both searches miss it."""
+    partners = np.array(sorted({t for _, t in truth}), dtype=np.int64)
+    if not len(partners):
+        return set()
+    back = ann_pairs(search, vectors, partners, k)
+    return {(q, t) for q, t in truth if (t, q) in back}
 
 
 def make_faiss_hnsw(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
@@ -99,6 +122,27 @@ def make_faiss_hnsw(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
     def search(q: Vectors, k: int) -> Any:
         index.hnsw.efSearch = max(ef, k)
         return index.search(q, k)
+
+    return search
+
+
+def make_faiss_hnsw_sq8(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
+    """HNSW over 8-bit codes (a per-dimension range trained on the vectors): a quarter of the memory of the float
+    copy; the returned cosines are recomputed from the float vectors, as engram re-checks every candidate."""
+    import faiss
+
+    index = faiss.IndexHNSWSQ(vectors.shape[1], faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_build
+    index.train(vectors)
+    index.add(vectors)
+
+    def search(q: Vectors, k: int) -> Any:
+        index.hnsw.efSearch = max(ef, k)
+        _, ids = index.search(q, k)
+        sims = np.einsum("ij,ikj->ik", q, vectors[np.maximum(ids, 0)])
+        sims = np.where(ids >= 0, sims, -np.inf).astype(np.float32)
+        order = np.argsort(-sims, axis=1, kind="stable")
+        return np.take_along_axis(sims, order, 1), np.take_along_axis(ids, order, 1)
 
     return search
 
@@ -155,6 +199,9 @@ def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
         ("faiss HNSWFlat M16 efc40 ef32", lambda v: make_faiss_hnsw(v, 16, 40, 32)),
         ("faiss HNSWFlat M16 efc80 ef32", lambda v: make_faiss_hnsw(v, 16, 80, 32)),
         ("faiss HNSWFlat M32 efc100 ef64", lambda v: make_faiss_hnsw(v, 32, 100, 64)),
+        ("faiss HNSWFlat M16 efc160 ef64", lambda v: make_faiss_hnsw(v, 16, 160, 64)),
+        ("faiss HNSWSQ8 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq8(v, 16, 80, 32)),
+        ("faiss HNSWSQ8 M16 efc80 ef64", lambda v: make_faiss_hnsw_sq8(v, 16, 80, 64)),
         (f"faiss IVFFlat nlist{nlist} nprobe16", lambda v: make_faiss_ivf(v, nlist, 16)),
         (f"faiss IVFFlat nlist{nlist} nprobe64", lambda v: make_faiss_ivf(v, nlist, 64)),
         ("hnswlib M16 efc40 ef32", lambda v: make_hnswlib(v, 16, 40, 32)),
@@ -174,8 +221,8 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
     say(f"[{name}] {len(truth)} exact pairs at >= {THRESHOLD} on {SAMPLE} rows")
     print(f"\n{name}: {len(vectors):,} vectors, {len(truth) / SAMPLE:.2f} synonym pairs per row, "
           f"exact search of all rows (projected from {SAMPLE}): {exact_seconds:.0f} s")  # fmt: skip
-    print("| library, settings | build s | search all s | index MiB | recall |")
-    print("|---|---|---|---|---|")
+    print("| library, settings | build s | search all s | index MiB | recall | recall, either side |")
+    print("|---|---|---|---|---|---|")
     for label, make in candidates(len(vectors)):
         if not re.search(only, label):
             continue
@@ -190,7 +237,8 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
         searched = time.perf_counter() - start
         found = ann_pairs(search, vectors, rows, k)
         recall = len(found & truth) / max(1, len(truth))
-        print(f"| {label} | {built:.1f} | {searched:.1f} | {grown:.0f} | {recall:.4f} |", flush=True)
+        either = len(found & truth | either_side(search, vectors, truth, k)) / max(1, len(truth))
+        print(f"| {label} | {built:.1f} | {searched:.1f} | {grown:.0f} | {recall:.4f} | {either:.4f} |", flush=True)
         del search
 
 
@@ -200,6 +248,12 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=16, help="neighbours searched first (widened when all match)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sets", default="phrases,clustered")
+    parser.add_argument(
+        "--vectors",
+        type=Path,
+        help="measure on the first --size rows of this .npy instead of the sets, e.g. the "
+        "phrase vectors a kept bench_scale.py memory holds (its index/g*/phrase.npy)",
+    )
     parser.add_argument("--only", default="", help="regular expression: measure only the matching settings")
     args = parser.parse_args()
     global THREADS
@@ -210,6 +264,10 @@ def main() -> int:
         faiss.omp_set_num_threads(args.threads)
     except ImportError:
         say("faiss not installed")
+    if args.vectors is not None:
+        rows = np.load(args.vectors, mmap_mode="r", allow_pickle=False)[: args.size]
+        measure(str(args.vectors), np.ascontiguousarray(rows, dtype=np.float32), args.k, args.only)
+        return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)
         measure(name, vectors, args.k, args.only)
