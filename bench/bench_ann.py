@@ -245,6 +245,27 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
         del search
 
 
+def measure_engram(name: str, vectors: Vectors) -> None:
+    """engram's own synonym search with approximate search forced (`SynonymLists(ann_min_rows=0)`: the default
+    index, its candidates re-checked exactly, rows their own search misses compared exactly), all rows added in
+    one batch: time, and the recall of its edges (pairs in either phrase's list) on the sampled rows."""
+    from engram.graph.synonyms import SynonymLists
+
+    rows = np.sort(np.random.default_rng(1).choice(len(vectors), SAMPLE, replace=False)).astype(np.int64)
+    truth = exact_pairs(vectors, rows)
+    lists = SynonymLists(threshold=THRESHOLD, top_k=TOP_K, ann_min_rows=0)
+    every = np.arange(len(vectors), dtype=np.int64)
+    start = time.perf_counter()
+    lists.add(every, every, lambda r: vectors[r], [f"{i:09d}" for i in range(len(vectors))])
+    seconds = time.perf_counter() - start
+    edges = {(row, other) for row, items in lists.lists.items() for _, _, other in items}
+    found = {(q, t) for q, t in truth if (q, t) in edges or (t, q) in edges}
+    lost = len(getattr(lists.ann, "lost", ()))
+    print(f"\n{name}: engram SynonymLists, approximate search forced, {len(vectors):,} rows in one batch: "
+          f"{seconds:.1f} s, {lost} rows their own search missed, edges' recall {len(found) / max(1, len(truth)):.4f} "
+          f"of {len(truth)} sampled pairs", flush=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=300_000)
@@ -258,6 +279,7 @@ def main() -> int:
         "phrase vectors a kept bench_scale.py memory holds (its index/g*/phrase.npy)",
     )
     parser.add_argument("--only", default="", help="regular expression: measure only the matching settings")
+    parser.add_argument("--engram", action="store_true", help="also engram's own synonym search (ANN forced)")
     args = parser.parse_args()
     global THREADS
     THREADS = args.threads
@@ -269,7 +291,10 @@ def main() -> int:
         say("faiss not installed")
     if args.vectors is not None:
         rows = np.load(args.vectors, mmap_mode="r", allow_pickle=False)[: args.size]
-        measure(str(args.vectors), np.ascontiguousarray(rows, dtype=np.float32), args.k, args.only)
+        chosen = np.ascontiguousarray(rows, dtype=np.float32)
+        measure(str(args.vectors), chosen, args.k, args.only)
+        if args.engram:
+            measure_engram(str(args.vectors), chosen)
         return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)

@@ -50,6 +50,10 @@ class AnnIndex:
         self._index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
         self._index.hnsw.efConstruction = ef_construction
         self.labels: IntArray = np.zeros(0, dtype=np.int64)
+        # rows that a search for their own vector did not return: the graph's neighbour pruning cuts a few off
+        # in groups of near copies, and no search reaches them however wide (bench/README.md); callers compare
+        # them exactly. Noted by callers as they search, in this session only (not saved with the index)
+        self.lost: set[int] = set()
 
     @property
     def size(self) -> int:

@@ -10,7 +10,10 @@ With `ann_min_rows` set, candidates come from an approximate nearest-neighbour i
 `ann_min_rows` phrases are searched and that is cheaper (0: always) instead of scoring every phrase: exact
 all-pairs search is quadratic, which a large memory's build cannot afford. The candidates' cosines are then
 recomputed exactly, as above, so a list is the exact one whenever the index returns the true neighbours (recall
-measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact.
+measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact. A phrase that the
+search for its own vector does not return is one no search reaches (the graph's pruning cuts a few off in
+groups of near copies): it is noted in the index's `lost` set, and every phrase searched from then on in this
+session is compared with the lost ones exactly.
 """
 
 from __future__ import annotations
@@ -114,18 +117,34 @@ class SynonymLists:
         index = self.ann_index(vectors, top)
         wanted = np.zeros(top, dtype=bool)
         wanted[targets] = True
+        pairs: list[tuple[IntArray, IntArray]] = []
         for start in range(0, len(rows), self.block):
             block = rows[start : start + self.block]
-            query = vectors(block)
-            qi, ti = index.neighbours(query, self.threshold, ANN_FIRST_K, index.size)
-            keep = (ti < top) & (block[qi] != ti)
-            keep[keep] = wanted[ti[keep]]
-            qi, ti = qi[keep], ti[keep]
-            pairs = (query[qi].astype(np.float64), vectors(ti).astype(np.float64))
-            exact = np.round(np.einsum("ij,ij->i", *pairs), 9)
-            for q, t, sim in zip(block[qi].tolist(), ti.tolist(), exact.tolist()):
+            qi, ti = index.neighbours(vectors(block), self.threshold, ANN_FIRST_K, index.size)
+            itself = np.zeros(len(block), dtype=bool)
+            itself[qi[block[qi] == ti]] = True
+            index.lost.update(block[~itself].tolist())  # its own search missed it: no search reaches it
+            pairs.append((block[qi], ti))
+        lost = np.array(sorted(index.lost), dtype=np.int64)
+        lost = lost[lost < top]
+        if len(lost):
+            lost_vectors = vectors(lost)
+            for start in range(0, len(rows), self.block):  # every searched row against every lost one, exactly
+                block = rows[start : start + self.block]
+                qi, li = np.nonzero(vectors(block) @ lost_vectors.T >= self.threshold - SLACK)
+                pairs.append((block[qi], lost[li]))
+        q_rows, t_rows = np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])
+        keep = (t_rows < top) & (q_rows != t_rows)
+        keep[keep] = wanted[t_rows[keep]]
+        pair = np.unique(q_rows[keep] * top + t_rows[keep])
+        q_rows, t_rows = pair // top, pair % top
+        for start in range(0, len(pair), 1 << 16):
+            q, t = q_rows[start : start + (1 << 16)], t_rows[start : start + (1 << 16)]
+            both = (vectors(q).astype(np.float64), vectors(t).astype(np.float64))
+            exact = np.round(np.einsum("ij,ij->i", *both), 9)
+            for a, b, sim in zip(q.tolist(), t.tolist(), exact.tolist()):
                 if sim >= self.threshold:
-                    found[q].append((sim, keys[t], t))
+                    found[a].append((sim, keys[b], b))
 
     def ann_index(self, vectors: VectorsOf, rows: int) -> AnnIndex:
         """The ANN index, holding at least phrase rows 0..rows-1 (rows are added when first needed and never
