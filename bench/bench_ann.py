@@ -126,7 +126,7 @@ def make_faiss_hnsw(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
     return search
 
 
-def make_faiss_hnsw_sq8(vectors: Vectors, m: int, ef_build: int, ef: int, kind: str = "QT_8bit") -> Search:
+def make_faiss_hnsw_sq(vectors: Vectors, m: int, ef_build: int, ef: int, kind: str = "QT_8bit") -> Search:
     """HNSW over 8-bit codes (a per-dimension range trained on the vectors; or `kind` QT_fp16): a quarter (half)
     of the memory of the float copy; the returned cosines are recomputed from the float vectors, as engram
     re-checks every candidate."""
@@ -202,9 +202,9 @@ def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
         ("faiss HNSWFlat M16 efc80 ef32", lambda v: make_faiss_hnsw(v, 16, 80, 32)),
         ("faiss HNSWFlat M32 efc100 ef64", lambda v: make_faiss_hnsw(v, 32, 100, 64)),
         ("faiss HNSWFlat M16 efc160 ef64", lambda v: make_faiss_hnsw(v, 16, 160, 64)),
-        ("faiss HNSWSQ8 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq8(v, 16, 80, 32)),
-        ("faiss HNSWSQ8 M16 efc80 ef64", lambda v: make_faiss_hnsw_sq8(v, 16, 80, 64)),
-        ("faiss HNSWSQfp16 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq8(v, 16, 80, 32, "QT_fp16")),
+        ("faiss HNSWSQ8 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq(v, 16, 80, 32)),
+        ("faiss HNSWSQ8 M16 efc80 ef64", lambda v: make_faiss_hnsw_sq(v, 16, 80, 64)),
+        ("faiss HNSWSQfp16 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq(v, 16, 80, 32, "QT_fp16")),
         (f"faiss IVFFlat nlist{nlist} nprobe16", lambda v: make_faiss_ivf(v, nlist, 16)),
         (f"faiss IVFFlat nlist{nlist} nprobe64", lambda v: make_faiss_ivf(v, nlist, 64)),
         ("hnswlib M16 efc40 ef32", lambda v: make_hnswlib(v, 16, 40, 32)),
