@@ -112,3 +112,68 @@ def test_snapshot_files_and_folders_are_fsynced(tmp_path: Path, monkeypatch: pyt
     temps = [s for s in synced if Path(s).parent == final.parent and Path(s).name.startswith(".g1.")]
     assert temps  # the folder's entries, before it is renamed into place
     assert str(final.parent) in synced  # the rename itself
+
+
+def test_vector_files_carry_crc32_and_the_others_sha256(tmp_path: Path) -> None:
+    """Every open checks the vector matrices (gigabytes in a large memory): CRC-32 there, SHA-256 elsewhere,
+    each as the standard libraries compute it over the file's bytes."""
+    import hashlib
+    import json
+    import zlib
+
+    build(tmp_path / "m")
+    folder = only_snapshot(tmp_path / "m")
+    sums = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
+    for name, value in sums.items():
+        data = (folder / name).read_bytes()
+        if name in ("passage.npy", "phrase.npy", "fact.npy"):
+            assert value == f"crc32:{zlib.crc32(data):08x}"
+        else:
+            assert value == hashlib.sha256(data).hexdigest()
+
+
+def test_a_snapshot_with_sha256_for_its_vectors_still_opens(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Snapshots written before the vector files had CRC-32 list SHA-256 for them: each file is checked in the
+    form its manifest gives, so they open without a rebuild, and damage to them is still found."""
+    import hashlib
+    import json
+
+    from engram.index.live import LiveIndex
+
+    path = tmp_path / "m"
+    expected = build(path)
+    folder = only_snapshot(path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for role in ("passage", "phrase", "fact"):
+        manifest["files"][f"{role}.npy"] = hashlib.sha256((folder / f"{role}.npy").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    loads = []
+    original = LiveIndex._load_state
+
+    def spy(self: LiveIndex, generation: int) -> object:
+        out = original(self, generation)
+        loads.append(out[2] is not None)  # restored from the saved state
+        return out
+
+    with caplog.at_level(logging.WARNING, logger="engram"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LiveIndex, "_load_state", spy)
+        with Memory(path, embedder=HashEmbedder()) as memory:
+            assert dense(memory) == expected
+    assert loads == [True] and not caplog.records
+
+
+def test_file_checksum_reads_in_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files longer than a window are hashed window after window, to the same values as one pass."""
+    import hashlib
+    import mmap
+    import zlib
+
+    from engram.store import snapshot
+
+    monkeypatch.setattr(snapshot, "HASH_WINDOW", 2 * mmap.ALLOCATIONGRANULARITY)
+    for size in (0, 1, 2 * mmap.ALLOCATIONGRANULARITY, 5 * mmap.ALLOCATIONGRANULARITY + 123):
+        data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+        target = tmp_path / f"f{size}"
+        target.write_bytes(data)
+        assert snapshot.file_checksum(target) == hashlib.sha256(data).hexdigest()
+        assert snapshot.file_checksum(target, "crc32:0") == f"crc32:{zlib.crc32(data):08x}"

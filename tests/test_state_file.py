@@ -31,7 +31,7 @@ def saved_state_loads(path: Path) -> bool:
     store = RecordStore(path / "engram.sqlite")
     try:
         generation = store.generation
-        state = restore_state(path, generation, store.passages(), 64, CONFIG.graph)
+        state = restore_state(path, generation, store.passages, 64, CONFIG.graph)
     finally:
         store.close()
     return folder.name == f"g{generation}" and state is not None
@@ -88,12 +88,12 @@ def stored(path: Path) -> tuple[list[Any], int]:
 def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     build(tmp_path)
     passages, generation = stored(tmp_path)
-    assert restore_state(tmp_path, generation, passages, 64, CONFIG.graph) is not None
+    assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph) is not None
     with caplog.at_level(logging.WARNING, logger="engram"):
-        assert restore_state(tmp_path, generation, [], 64, CONFIG.graph) is None  # the store lost a passage
+        assert restore_state(tmp_path, generation, lambda: [], 64, CONFIG.graph) is None  # the store lost a passage
     assert any("not used" in r.getMessage() for r in caplog.records)
-    assert restore_state(tmp_path, generation + 1, passages, 64, CONFIG.graph) is None  # another generation
-    assert restore_state(tmp_path, generation, passages, 32, CONFIG.graph) is None  # another vector width
+    assert restore_state(tmp_path, generation + 1, lambda: passages, 64, CONFIG.graph) is None  # another generation
+    assert restore_state(tmp_path, generation, lambda: passages, 32, CONFIG.graph) is None  # another vector width
 
 
 def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
 
     build(tmp_path)
     passages, generation = stored(tmp_path)
-    restored = restore_state(tmp_path, generation, passages, 64, CONFIG.graph)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
     assert restored is not None
     state = restored[0]
     view(state)

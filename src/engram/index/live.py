@@ -106,7 +106,7 @@ class LiveIndex:
     def _load_state(self, generation: int) -> tuple[IndexState, set[int], str | None]:
         """(state, synonym rows computed on the way, the saved state's checksum when it was restored from one)."""
         if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
-            saved = restore_state(self.root, generation, self.store.passages(), self.embedder.dim, self.config)
+            saved = restore_state(self.root, generation, self.store.passages, self.embedder.dim, self.config)
             if saved is not None:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
                     self._vectors = VectorSource(self.store, self.embedder, self.model_key, {})

@@ -17,6 +17,7 @@ alive mask, so a snapshot stays valid while later commits go on.
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from array import array
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ class NameTable:
         offsets, ids, words = arrays["offsets"], arrays["words"], parts["words"]
         if len(offsets) != len(self.phrases) + 1 or (len(ids) and int(ids.max()) >= len(words)):
             raise ValueError("saved name table does not fit the phrases")
-        self.word_ids = {str(w): i for i, w in enumerate(words)}
+        self.word_ids = dict(zip(map(str, words), itertools.count()))
         self.other_rows = {str(name): tuple(int(r) for r in rows) for name, rows in parts["other_rows"].items()}
         self.longest = int(parts["longest"])
         self._offsets = array("q", offsets.astype(np.int64).tobytes())

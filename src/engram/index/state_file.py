@@ -16,10 +16,12 @@ the state is rebuilt from the records as before. Either way the result is the sa
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ import numpy.typing as npt
 from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
-from engram.store.snapshot import ROLES, Writer, verified_files
+from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")
@@ -58,7 +60,9 @@ ARRAYS = [
     "synonym_neighbours",
     "synonym_sims",
 ]
-NAMES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS), *(f"{role}.npy" for role in ROLES)]
+TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
+VECTORS = [f"{role}.npy" for role in ROLES]  # checked on a thread while the tables are read (gigabytes at 100k)
+NAMES = [*TABLES, *VECTORS]
 log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 
@@ -137,15 +141,52 @@ def _array_writer(array: Array) -> Writer:
 
 
 def restore_state(
-    root: Path, generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
+    root: Path, generation: int, stored: Callable[[], Sequence[PassageRow]], dim: int, config: GraphConfig
 ) -> tuple[IndexState, str] | None:
     """(the state saved with snapshot `generation`, with its synonym lists; the checksum of its `state.json`,
     which names this saved state), or None when there is none usable:
-    not written, another format, damaged (logged) or not the stored passages (logged)."""
-    found = verified_files(root, generation, NAMES)
+    not written, another format, damaged (logged) or not the stored passages (logged). `stored` reads the
+    stored passages (called while the vector files' checksums are computed on a thread)."""
+    found = verified_files(root, generation, TABLES)
     if found is None:
         return None
     folder, sums = found
+    vectors = PendingCheck(folder, sums, VECTORS)
+    try:
+        with _collector_paused():
+            state = _restore(folder, generation, stored(), dim, config)
+    except BaseException:
+        vectors.cancel()
+        raise
+    if state is None or not vectors.passed():
+        vectors.cancel()
+        return None
+    return state, sums["state.json"]
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a restore makes millions of tuples, sets and dict entries
+    (none in a cycle): each automatic collection on the way would walk every object made so far, and together
+    they took a quarter of the open of a 100k-passage memory (3.4 -> 2.5 s). One collection runs first, so
+    garbage waiting for a collection (a memory closed just before) is freed before the restore allocates, not
+    held until the next full collection. Enabled again after, unless it was off before (a thread that
+    restores meanwhile at worst finds it on)."""
+    enabled = gc.isenabled()
+    if enabled:
+        gc.collect()  # what is already garbage (a memory closed before this open) goes first, not after
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _restore(
+    folder: Path, generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
+) -> IndexState | None:
+    """The state saved in `folder` (its tables verified; the vectors are mapped, not read), or None."""
     try:
         meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT or meta.get("generation") != generation or meta.get("dim") != dim:
@@ -163,7 +204,7 @@ def restore_state(
         state.restored(meta["totals"], arrays["fact_phrases"].astype(np.int64).reshape(-1, 2))
         synonyms = {k: arrays[f"synonym_{k}"] for k in ("rows", "offsets", "neighbours", "sims")}
         state.synonyms.restore(synonyms, state.phrases)
-        return state, sums["state.json"]
+        return state
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
         log.warning("saved state in %s is not used (%s): it is rebuilt from the records", folder, exc)
         return None
@@ -198,15 +239,14 @@ def _fill_passages(
 
 
 def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dict[str, Array]) -> None:
-    phrases, relations = [str(p) for p in meta["phrases"]], [str(r) for r in meta["relations"]]
+    phrases, relations = list(map(str, meta["phrases"])), list(map(str, meta["relations"]))
     state.phrases.extend(phrases)  # in place: the name table and the orders share these
-    state.phrase_row.update((p, i) for i, p in enumerate(phrases))
+    state.phrase_row.update(zip(phrases, itertools.count()))
     state.phrase_refs.extend(arrays["phrase_refs"].tolist())
     pairs = arrays["fact_phrases"].reshape(-1, 2)
     subjects, objects = pairs[:, 0].tolist(), pairs[:, 1].tolist()
-    facts = [
-        (phrases[s], relations[r], phrases[o]) for s, r, o in zip(subjects, arrays["fact_relation"].tolist(), objects)
-    ]
+    names, verbs = np.array(phrases, dtype=object), np.array(relations, dtype=object)  # gathers without a loop
+    facts = list(zip(names[pairs[:, 0]].tolist(), verbs[arrays["fact_relation"]].tolist(), names[pairs[:, 1]].tolist()))
     state.facts.extend(facts)
     state.fact_row.defer(lambda: dict(zip(facts, range(len(facts)))), len(facts))  # this list, not the state's
     state.fact_phrases.extend(zip(subjects, objects))

@@ -23,6 +23,8 @@ from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
 
+EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
+
 __all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore", "check_records_file"]
 
 SCHEMA = """
@@ -179,7 +181,8 @@ class RecordStore:
             "LEFT JOIN documents d ON d.id = p.doc_id ORDER BY p.id"
         )
         rows = self._read(query)
-        return [PassageRow(i, d, t, x, h, loads_column(m, self.path) if m else {}) for i, d, t, x, h, m in rows]
+        path = self.path
+        return [PassageRow(i, d, t, x, h, {} if m in EMPTY else loads_column(m, path)) for i, d, t, x, h, m in rows]
 
     def counts(self) -> dict[str, int]:
         out = {}
