@@ -91,7 +91,7 @@ def test_index_search_save_and_load(tmp_path: Path) -> None:
     index.add(np.arange(300, 500), vectors[300:])
     sims, rows = index.search(vectors[:5], 3)
     assert rows[:, 0].tolist() == [0, 1, 2, 3, 4] and np.allclose(sims[:, 0], 1.0, atol=0.02)
-    index.save(tmp_path / "a.faiss")
+    index.write(tmp_path / "a.faiss")
     loaded = AnnIndex.load(tmp_path / "a.faiss", 64)
     assert loaded.size == 500 and loaded.search(vectors[:5], 3)[1].tolist() == rows.tolist()
     labels = np.arange(500)
@@ -278,3 +278,88 @@ def test_rows_their_own_search_misses_are_compared_exactly(
     forgetful = property(lambda self: _Forgetful(), lambda self, value: None)
     monkeypatch.setattr(AnnIndex, "lost", forgetful, raising=False)
     assert pairs(lists_of(0, keys, vectors)) != exact  # the contrast: without the exact pass, pairs are lost
+
+
+def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """Each query's k best cosines (float64, descending): the oracle for what a search returns."""
+    sims = queries.astype(np.float64) @ vectors.astype(np.float64).T
+    return -np.sort(-sims, axis=1)[:, :k]
+
+
+def found(index: AnnIndex, vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    """The exact cosines of the rows a search returns, in its order (rows in near ties may come either way)."""
+    rows = index.search(queries, k)[1]
+    assert (rows >= 0).all()
+    return np.einsum("qd,qkd->qk", queries.astype(np.float64), vectors[rows].astype(np.float64))
+
+
+def test_a_loaded_index_maps_its_graph_and_grows_beside_it(tmp_path: Path) -> None:
+    """Loaded, the saved graph is mapped read-only and additions go to a graph in RAM; searches merge both.
+    Oracle: exact top-k by float64 products (the graphs are small and searched wide, so HNSW is exact here);
+    saved additions load again beside the base, and `write` merges both into one graph."""
+    vectors = HashEmbedder(dim=64).embed(phrases(700, seed=5))
+    queries = vectors[::7]
+    index = AnnIndex(64, ef_search=400)
+    index.add(np.arange(500), vectors[:500])
+    index.write(tmp_path / "a.faiss")
+    loaded = AnnIndex.load(tmp_path / "a.faiss", 64)
+    loaded.ef_search = 400
+    assert (loaded.base_entries, loaded.added_entries) == (500, 0) and loaded.base_on_disk()
+    loaded.add(np.arange(500, 700), vectors[500:])
+    assert (loaded.base_entries, loaded.added_entries) == (500, 200)
+    want = exact_top(vectors, queries, 5)
+    assert np.allclose(found(loaded, vectors, queries, 5), want, atol=1e-6)
+    loaded.write_added(tmp_path / "added.faiss")
+    again = AnnIndex.load(tmp_path / "a.faiss", 64, tmp_path / "added.faiss")
+    again.ef_search = 400
+    assert (again.base_entries, again.added_entries) == (500, 200)
+    assert np.allclose(found(again, vectors, queries, 5), want, atol=1e-6)
+    loaded.write(tmp_path / "a.faiss")  # merged; the index now maps the file it wrote
+    assert (loaded.base_entries, loaded.added_entries) == (700, 0) and loaded.base_on_disk()
+    assert np.allclose(found(loaded, vectors, queries, 5), want, atol=1e-6)
+    whole = AnnIndex.load(tmp_path / "a.faiss", 64)
+    whole.ef_search = 400
+    assert whole.base_entries == 700 and np.allclose(found(whole, vectors, queries, 5), want, atol=1e-6)
+    # a base file replaced under a loaded index: the merge reads the mapped graph, not the new file
+    (tmp_path / "a.faiss").unlink()
+    assert not again.base_on_disk()
+    again.write(tmp_path / "b.faiss")
+    merged = AnnIndex.load(tmp_path / "b.faiss", 64)
+    merged.ef_search = 400
+    assert merged.base_entries == 700 and np.allclose(found(merged, vectors, queries, 5), want, atol=1e-6)
+    with pytest.raises(ValueError):
+        AnnIndex.load(tmp_path / "b.faiss", 64, tmp_path / "missing.faiss")
+
+
+def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) -> None:
+    """A session that adds a few phrases to a loaded index writes them beside `phrase.faiss`, which stays the
+    same file; the next session loads both; many additions are merged into one graph again. Each time the
+    lists are those of a memory built from scratch (exact neighbours found here)."""
+    from engram import Memory
+
+    docs, extractions, config = ann_memory(tmp_path / "m", seed=6)
+    folder = tmp_path / "m" / "index" / "ann"
+    before = (folder / "phrase.faiss").stat()
+
+    def session(part: slice) -> tuple[int, int, dict[str, object]]:
+        with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+            memory._live.load().synonyms.ann_loader()
+            index = memory._live.load().synonyms.ann
+            assert index is not None
+            sizes = index.base_entries, index.added_entries
+            memory.index(docs[part], extractions=extractions[part])
+            return *sizes, memory._live.current().canonical()
+
+    def fresh(count: int) -> dict[str, object]:
+        with Memory(tmp_path / f"fresh{count}", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as memory:
+            memory.index(docs[:count], extractions=extractions[:count])
+            return memory._live.current().canonical()
+
+    assert session(slice(200, 230))[:2] == (400, 0)  # 60 phrases added: 15 % of the graph
+    after = (folder / "phrase.faiss").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert "phrase-added.faiss" in json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
+    base, added, grown = session(slice(230, 299))  # 138 more: 198 in all, past a quarter of the graph
+    assert (base, added) == (400, 60) and grown == fresh(299)
+    assert not (folder / "phrase-added.faiss").exists()
+    assert session(slice(0, 0))[:2] == (598, 0)

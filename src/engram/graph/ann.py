@@ -12,6 +12,7 @@ the candidates whose exact cosine passes: with the exact neighbours found, the r
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +42,22 @@ def _faiss() -> Any:
 
 
 class AnnIndex:
-    """HNSW over rows of a growing table; entry i of the index is table row `labels[i]` (-1: dropped)."""
+    """HNSW over rows of a growing table; entry i of the index is table row `labels[i]` (-1: dropped).
+
+    A loaded index (`load`) keeps the saved graph memory-mapped and read-only (`base`: faiss reads none of its
+    vectors into RAM, and a mapped graph cannot grow); entries added after it go to a second graph in RAM (its
+    entries follow the base's), and searches merge the two. `write_added` saves that second graph alone,
+    `write` both as one."""
 
     def __init__(self, dim: int, m: int = 16, ef_construction: int = 80, ef_search: int = 32) -> None:
         faiss = _faiss()
         self.dim = dim
         self.ef_search = ef_search
-        self._index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+        self._index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)  # the entries added in RAM
         self._index.hnsw.efConstruction = ef_construction
+        self._base: Any = None  # the mapped graph of a loaded index (its entries come first), or None
+        self._base_file: tuple[Path, tuple[int, int, int]] | None = None  # its path and (inode, size, mtime)
+        self.base_checksum: str | None = None  # the base file's checksum in its manifest (set by its cache)
         self.labels: IntArray = np.zeros(0, dtype=np.int64)
         # rows that a search for their own vector did not return: the graph's neighbour pruning cuts a few off
         # in groups of near copies, and no search reaches them however wide (bench/README.md); callers compare
@@ -58,6 +67,25 @@ class AnnIndex:
     @property
     def size(self) -> int:
         return int(np.count_nonzero(self.labels >= 0))
+
+    @property
+    def base_entries(self) -> int:
+        """Entries in the mapped graph (0 when the index was not loaded)."""
+        return 0 if self._base is None else int(self._base.ntotal)
+
+    @property
+    def added_entries(self) -> int:
+        """Entries in the graph in RAM (all of them when the index was not loaded)."""
+        return int(self._index.ntotal)
+
+    def base_on_disk(self) -> bool:
+        """Whether the mapped base's file is still the one mapped (not replaced or changed since)."""
+        if self._base_file is None:
+            return False
+        try:
+            return _identity(self._base_file[0]) == self._base_file[1]
+        except OSError:
+            return False
 
     def add(self, rows: IntArray, vectors: Vectors) -> None:
         if len(rows):
@@ -70,19 +98,29 @@ class AnnIndex:
 
     def relabel(self, labels: IntArray) -> None:
         """New labels for every entry, in entry order (-1 drops an entry from the results)."""
-        if len(labels) != self._index.ntotal:
-            raise ValueError(f"{len(labels)} labels for {self._index.ntotal} entries")
+        total = self.base_entries + self.added_entries
+        if len(labels) != total:
+            raise ValueError(f"{len(labels)} labels for {total} entries")
         self.labels = np.asarray(labels, dtype=np.int64)
 
     def search(self, queries: Vectors, k: int) -> tuple[FloatArray, IntArray]:
         """The `k` nearest entries of each query by inner product, best first: (cosines, rows), both (q, k);
         missing results and dropped entries are row -1 with cosine -inf."""
         q = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
-        k = max(1, min(k, int(self._index.ntotal)))
-        if self._index.ntotal == 0 or not len(q):
+        total = self.base_entries + self.added_entries
+        k = max(1, min(k, total))
+        if total == 0 or not len(q):
             return np.full((len(q), k), -np.inf, np.float32), np.full((len(q), k), -1, np.int64)
-        self._index.hnsw.efSearch = max(self.ef_search, k)
-        sims, ids = self._index.search(q, k)
+        found: list[tuple[Any, Any]] = []
+        for graph, offset in ((self._base, 0), (self._index, self.base_entries)):
+            if graph is not None and graph.ntotal:
+                graph.hnsw.efSearch = max(self.ef_search, k)
+                sims, ids = graph.search(q, min(k, int(graph.ntotal)))
+                found.append((sims, np.where(ids >= 0, ids + offset, -1)))
+        sims, ids = (np.concatenate(parts, axis=1) for parts in zip(*found))
+        if len(found) > 1:  # the k best of both graphs' lists
+            best = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+            sims, ids = np.take_along_axis(sims, best, axis=1), np.take_along_axis(ids, best, axis=1)
         rows = np.where(ids >= 0, self.labels[np.maximum(ids, 0)], -1)
         sims = np.where(rows >= 0, sims, -np.inf).astype(np.float32)
         return sims, rows
@@ -107,21 +145,69 @@ class AnnIndex:
             todo, k = todo[full], k * 4
         return np.concatenate(out_q), np.concatenate(out_r)
 
-    def save(self, path: Path) -> None:
-        _faiss().write_index(self._index, str(path))
+    def write_added(self, path: Path) -> None:
+        """Write the graph in RAM alone (the entries added since `load`) to `path`, atomically."""
+        _write(self._index, path)
+
+    def write(self, path: Path) -> None:
+        """Write every entry as one graph to `path`, atomically. With a mapped base, the base is read into RAM
+        (from its file when that is still the one mapped, else from the mapping), the added entries are
+        inserted into it, and the result is written; this index then maps the written file as its base."""
+        faiss = _faiss()
+        if self._base is None:
+            _write(self._index, path)
+            return
+        if self._base_file is not None and self.base_on_disk():
+            whole = faiss.read_index(str(self._base_file[0]))
+        else:
+            whole = faiss.deserialize_index(faiss.serialize_index(self._base))
+        added = int(self._index.ntotal)
+        if added:
+            whole.add(faiss.downcast_index(self._index.storage).reconstruct_n(0, added))
+        _write(whole, path)
+        del whole
+        self._map(path)
+
+    def _map(self, path: Path) -> None:
+        """Take the graph saved at `path` as the base (mapped), with no entries in RAM."""
+        faiss = _faiss()
+        flag = getattr(faiss, "IO_FLAG_MMAP_IFC", None)
+        base = faiss.read_index(str(path), flag) if flag is not None else faiss.read_index(str(path))
+        if int(base.d) != self.dim or not hasattr(base, "hnsw"):
+            raise ValueError(f"ANN index {path} is not an HNSW index of dimension {self.dim}")
+        if flag is None:  # a faiss without mapped reading: the loaded graph is the one in RAM
+            self._base, self._base_file, self._index = None, None, base
+            return
+        fresh = faiss.IndexHNSWFlat(self.dim, base.hnsw.nb_neighbors(1), faiss.METRIC_INNER_PRODUCT)
+        fresh.hnsw.efConstruction = base.hnsw.efConstruction
+        self._base, self._base_file, self._index = base, (path, _identity(path)), fresh
 
     @classmethod
-    def load(cls, path: Path, dim: int) -> AnnIndex:
-        """An index saved by `save`, its entries labelled 0..n-1 until `relabel` (ValueError when it is
-        unreadable or of another dimension)."""
+    def load(cls, path: Path, dim: int, added: Path | None = None) -> AnnIndex:
+        """An index saved by `write`, mapped as the base (and the graph `write_added` saved, read into RAM to
+        grow), its entries labelled 0..n-1 until `relabel` (ValueError when unreadable or of another
+        dimension)."""
         faiss = _faiss()
+        out = cls(dim)
         try:
-            index = faiss.read_index(str(path))
+            out._map(path)
+            if added is not None:
+                more = faiss.read_index(str(added))
+                if int(more.d) != dim or not hasattr(more, "hnsw") or out._base is None:
+                    raise ValueError(f"ANN index {added} does not extend {path}")
+                out._index = more
         except (RuntimeError, OSError) as exc:
             raise ValueError(f"unreadable ANN index {path}: {exc}") from exc
-        if int(index.d) != dim or not hasattr(index, "hnsw"):
-            raise ValueError(f"ANN index {path} is not an HNSW index of dimension {dim}")
-        out = cls(dim)
-        out._index = index  # read_index gives the concrete class (a downcast wrapper would not own it)
-        out.labels = np.arange(index.ntotal, dtype=np.int64)
+        out.labels = np.arange(out.base_entries + out.added_entries, dtype=np.int64)
         return out
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    status = path.stat()
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _write(index: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    _faiss().write_index(index, str(tmp))
+    os.replace(tmp, path)

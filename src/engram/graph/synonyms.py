@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram.bulk import collector_paused
 from engram.graph.ann import AnnIndex
 
 IntArray = npt.NDArray[np.int64]
@@ -269,11 +270,19 @@ class SynonymLists:
         """The lists, reverse index and edge table of the restored arrays, in one pass."""
         if self._saved is None:
             return
+        with collector_paused():
+            self._build_lists()
+
+    def _build_lists(self) -> None:
+        assert self._saved is not None
         arrays, keys = self._saved
         self._saved, self._saved_edges = None, None
-        rows, offsets = arrays["rows"].tolist(), arrays["offsets"].tolist()
+        filled = np.diff(arrays["offsets"]) > 0  # most phrases have no synonym: their lists are made in bulk
+        self.lists = {row: [] for row in arrays["rows"][~filled].tolist()}
+        rows, offsets = arrays["rows"][filled].tolist(), arrays["offsets"][:-1][filled].tolist()
+        ends = arrays["offsets"][1:][filled].tolist()
         neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
-        for row, start, end in zip(rows, offsets, offsets[1:]):
+        for row, start, end in zip(rows, offsets, ends):
             items = self.lists[row] = [(sims[i], keys[neighbours[i]], neighbours[i]) for i in range(start, end)]
             for sim, _, other in items:
                 self.incoming.setdefault(other, set()).add(row)

@@ -1,12 +1,16 @@
 """The phrase ANN index kept on disk beside the vector snapshot, so a large memory does not rebuild it on open.
 
-`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), `phrase-rows.npy` (int64, the
+`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), optionally `phrase-added.faiss`
+(the entries added since `phrase.faiss` was written, which follow its entries), `phrase-rows.npy` (int64, the
 writing process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each
-entry's phrase, 32 per entry) and `manifest.json` (the files' SHA-256 and the saved state whose rows the labels
-are, written last). It is a cache like the snapshot: on opening from that saved state the labels are taken as
-they are, else entries are matched to the new process's rows by phrase hash (entries of phrases no longer in the
-memory are dropped from results); files that do not match their checksums are ignored (the index is then
-rebuilt when first needed). Files are written under temporary names and renamed into place.
+entry's phrase, 32 per entry) and `manifest.json` (the files' checksums, CRC-32 for the graphs, and the saved
+state whose rows the labels are, written last). Loading maps `phrase.faiss` read-only (engram.graph.ann) and
+reads `phrase-added.faiss` into RAM; a save leaves `phrase.faiss` as it is while the additions stay within
+`ADDED_SHARE` of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening
+from that saved state the labels are taken as they are, else entries are matched to the new process's rows by
+phrase hash (entries of phrases no longer in the memory are dropped from results); files that do not match
+their checksums are ignored (the index is then rebuilt when first needed). Files are written under temporary
+names and renamed into place.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import numpy as np
 
 from engram.graph.ann import AnnIndex
 from engram.index.state import IndexState
-from engram.store.snapshot import SnapshotDamaged, file_sha256, verify_files
+from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
 
 INDEX_FILE = "phrase.faiss"
+ADDED_FILE = "phrase-added.faiss"  # entries added since phrase.faiss was written (optional)
 FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
+ADDED_SHARE = 0.25  # more entries added than this share of the saved graph: the next save writes one graph
 log = logging.getLogger(__name__)
 
 
@@ -34,7 +40,8 @@ def _digest(key: str) -> bytes:
 
 def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     """Write the phrase ANN index of `state`, when it has one. `token` names the saved state whose rows its
-    labels are (the checksum of that snapshot's `state.json`)."""
+    labels are (the checksum of that snapshot's `state.json`). A loaded index whose entries added since are
+    at most `ADDED_SHARE` of its saved graph keeps that file as it is and writes the additions beside it."""
     index = state.synonyms.ann
     if index is None:
         if token is not None and state.saved_as is not None:
@@ -43,18 +50,27 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     folder = root / "index" / "ann"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").unlink(missing_ok=True)  # the old files stop counting before any is replaced
+    sums = {}
+    few = index.added_entries <= ADDED_SHARE * index.base_entries
+    kept = index.base_checksum if few and index.base_on_disk() else None
+    if kept is not None:  # the saved graph's file is the one mapped, untouched: it stays as it is
+        sums[INDEX_FILE] = kept
+        if index.added_entries:
+            index.write_added(folder / ADDED_FILE)
+            sums[ADDED_FILE] = file_checksum(folder / ADDED_FILE, CRC)
+    else:
+        index.write(folder / INDEX_FILE)
+        sums[INDEX_FILE] = index.base_checksum = file_checksum(folder / INDEX_FILE, CRC)
+    if ADDED_FILE not in sums:
+        (folder / ADDED_FILE).unlink(missing_ok=True)
     rows = index.labels
     digests = b"".join(_digest(state.phrases[r]) if r >= 0 else bytes(32) for r in rows.tolist())
     keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32)
-    sums = {}
-    for name, array in ((INDEX_FILE, None), ("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
+    for name, array in (("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
         tmp = folder / f".{name}.tmp"
-        if array is None:
-            index.save(tmp)
-        else:
-            with tmp.open("wb") as handle:
-                np.save(handle, array, allow_pickle=False)
-        sums[name] = file_sha256(tmp)
+        with tmp.open("wb") as handle:
+            np.save(handle, array, allow_pickle=False)
+        sums[name] = file_checksum(tmp)
         os.replace(tmp, folder / name)
     tmp = folder / ".manifest.json.tmp"
     tmp.write_text(json.dumps({"files": sums, "dim": index.dim, "state": token}), encoding="utf-8")
@@ -87,12 +103,15 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
         return False
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        verify_files(folder, manifest["files"], FILES)
+        sums = manifest["files"]
+        added = ADDED_FILE in sums
+        verify_files(folder, sums, [*FILES, ADDED_FILE] if added else FILES)
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
             raise ValueError("rows and keys disagree")
-        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].dim)
+        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].dim, folder / ADDED_FILE if added else None)
+        index.base_checksum = str(sums[INDEX_FILE]) if index.base_entries else None
         if token is not None and manifest.get("state") == token:
             if len(old) and int(old.max()) >= len(state.phrases):
                 raise ValueError("rows beyond the saved state's phrases")

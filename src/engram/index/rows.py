@@ -9,6 +9,7 @@ from typing import Generic, TypeVar, cast, overload
 import numpy as np
 import numpy.typing as npt
 
+from engram.bulk import collector_paused
 from engram.graph.parallel import row_dots
 from engram.types import Triple
 
@@ -160,7 +161,9 @@ class LazyDict(MutableMapping[KT, VT]):
     @property
     def data(self) -> dict[KT, VT]:
         if self._build is not None:
-            self._data, self._build, self.source = self._build(), None, None
+            with collector_paused():
+                built = self._build()
+            self._data, self._build, self.source = built, None, None
         return self._data
 
     def __getitem__(self, key: KT) -> VT:
@@ -230,7 +233,8 @@ class SortedKeys(Generic[K]):
     def _look_up_saved(self) -> None:
         if self._saved is not None:
             rows, key_of = self._saved
-            self._keys, self._saved = list(map(key_of, rows.tolist())), None
+            with collector_paused():
+                self._keys, self._saved = list(map(key_of, rows.tolist())), None
 
     def _is_member(self, key: K) -> bool:
         row = self._row_of[key]

@@ -16,18 +16,17 @@ the state is rebuilt from the records as before. Either way the result is the sa
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from engram.bulk import collector_paused
 from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
@@ -153,7 +152,7 @@ def restore_state(
     folder, sums = found
     vectors = PendingCheck(folder, sums, VECTORS)
     try:
-        with _collector_paused():
+        with collector_paused(collect_first=True):
             state = _restore(folder, generation, stored(), dim, config)
     except BaseException:
         vectors.cancel()
@@ -162,25 +161,6 @@ def restore_state(
         vectors.cancel()
         return None
     return state, sums["state.json"]
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a restore makes millions of tuples, sets and dict entries
-    (none in a cycle): each automatic collection on the way would walk every object made so far, and together
-    they took a quarter of the open of a 100k-passage memory (3.4 -> 2.5 s). One collection runs first, so
-    garbage waiting for a collection (a memory closed just before) is freed before the restore allocates, not
-    held until the next full collection. Enabled again after, unless it was off before (a thread that
-    restores meanwhile at worst finds it on)."""
-    enabled = gc.isenabled()
-    if enabled:
-        gc.collect()  # what is already garbage (a memory closed before this open) goes first, not after
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _restore(
