@@ -88,6 +88,7 @@ def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch)
     walk = symmetric_walk(adj)
     blocks = parallel.row_blocks(walk.matrix)
     assert len(blocks) == 3
+    assert all(np.shares_memory(block.data, walk.matrix.data) for *_, block in blocks)  # views, not copies
     for x in (rng.random(2000), rng.random((2000, 4))):
         assert np.array_equal(parallel.matvec(blocks, x), walk.matrix @ x)
     vectors = rng.standard_normal((3001, 64)).astype(np.float32)

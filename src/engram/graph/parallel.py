@@ -52,7 +52,15 @@ def row_blocks(matrix: sp.csr_matrix) -> list[tuple[int, int, sp.csr_matrix]]:
         return [(0, rows, matrix)]
     cuts = np.searchsorted(matrix.indptr, np.linspace(0, matrix.nnz, THREADS + 1)[1:-1]).tolist()
     edges = [0, *cuts, rows]
-    return [(a, b, matrix[a:b]) for a, b in itertools.pairwise(edges) if b > a]
+    return [(a, b, _rows_view(matrix, a, b)) for a, b in itertools.pairwise(edges) if b > a]
+
+
+def _rows_view(matrix: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:
+    """Rows a..b-1 of a CSR matrix sharing its data and column arrays (slicing would copy them)."""
+    start, end = int(matrix.indptr[a]), int(matrix.indptr[b])
+    indptr = matrix.indptr[a : b + 1] - start
+    parts = (matrix.data[start:end], matrix.indices[start:end], indptr)
+    return sp.csr_matrix(parts, shape=(b - a, matrix.shape[1]), copy=False)
 
 
 def matvec(blocks: list[tuple[int, int, sp.csr_matrix]], x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -106,15 +106,19 @@ class SymmetricWalk:
 def symmetric_walk(adjacency: sp.csr_matrix) -> SymmetricWalk:
     """`SymmetricWalk` of a symmetric weighted adjacency matrix (duplicates summed, column indices sorted, so
     the products sum in one fixed order)."""
-    adjacency = sp.csr_matrix(adjacency, dtype=np.float64, copy=True)
-    adjacency.sum_duplicates()
+    adjacency = sp.csr_matrix(adjacency, dtype=np.float64)  # the caller's matrix is read, never changed
+    if not adjacency.has_canonical_format:
+        adjacency = adjacency.copy()
+        adjacency.sum_duplicates()
     degree = np.asarray(adjacency.sum(axis=1)).ravel()
     dangling = degree <= 0
     root = np.sqrt(np.where(dangling, 0.0, degree))
     inverse_root = np.divide(1.0, root, out=np.zeros_like(root), where=~dangling)
     rows = np.repeat(inverse_root, np.diff(adjacency.indptr))
-    adjacency.data *= rows * inverse_root[adjacency.indices]
-    return SymmetricWalk(adjacency, root, inverse_root, dangling, row_blocks(adjacency))
+    data = adjacency.data * (rows * inverse_root[adjacency.indices])
+    shape = adjacency.shape  # the same pattern: its index arrays are shared, not copied
+    matrix = sp.csr_matrix((data, adjacency.indices, adjacency.indptr), shape=shape, copy=False)
+    return SymmetricWalk(matrix, root, inverse_root, dangling, row_blocks(matrix))
 
 
 def solve_pagerank(

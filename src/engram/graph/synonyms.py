@@ -18,6 +18,7 @@ session is compared with the lost ones exactly.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -325,5 +326,7 @@ class SynonymLists:
             pairs, cosines = self._edges_of_saved()
             return pairs.copy(), cosines.copy()
         keys = sorted(self._edges)
-        sims = [self._edges[k][1] for k in keys]
-        return np.array(keys, dtype=np.int64).reshape(-1, 2), np.array(sims, dtype=np.float64)
+        edges = self._edges
+        pairs = np.fromiter(itertools.chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys))
+        sims = np.fromiter((edges[k][1] for k in keys), dtype=np.float64, count=len(keys))
+        return pairs.reshape(-1, 2), sims

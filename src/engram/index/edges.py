@@ -152,12 +152,19 @@ def _patch_relation(
 
 
 def _patch_context(context: IntArray, passages: set[int], state: IndexState, alive: BoolArray) -> IntArray:
-    touched = np.array(sorted(passages), dtype=np.int64)
-    keep = ~np.isin(context[:, 0], touched) if len(touched) else np.ones(len(context), dtype=bool)
-    kept = context[keep]
-    fresh = _context_of(state, [p for p in touched.tolist() if alive[p] and len(state.passage_context[p])])
-    at = np.searchsorted(kept[:, 0], fresh[:, 0])  # each touched passage's rows go where its row belongs
-    return np.insert(kept, at, fresh, axis=0)
+    """The context table (sorted by passage row) with each touched passage's run of rows replaced by its
+    current ones: one copy of the untouched runs, no pass over every row."""
+    touched = sorted(passages)
+    starts = np.searchsorted(context[:, 0], touched, side="left").tolist()
+    ends = np.searchsorted(context[:, 0], touched, side="right").tolist()
+    parts, done = [], 0
+    for passage, start, end in zip(touched, starts, ends):
+        parts.append(context[done:start])
+        if alive[passage] and len(state.passage_context[passage]):
+            parts.append(_context_of(state, [passage]))
+        done = end
+    parts.append(context[done:])
+    return np.concatenate(parts).reshape(-1, 2).astype(np.int64, copy=False)
 
 
 def _patch_adjacency(
@@ -165,7 +172,12 @@ def _patch_adjacency(
 ) -> sp.csr_matrix | None:
     """The previous canonical adjacency with the entries of touched passages and phrase pairs (and of nodes that
     died) replaced by their current ones, over the new canonical order; None when the kept entries would not stay
-    in order (never expected: the caller then builds)."""
+    in order (never expected: the caller then builds).
+
+    Only the rows that change are taken apart: those of dead nodes and touched passages, their neighbours, the
+    ends of touched pairs and of the fresh entries. Every other row keeps its entries as they are, its columns
+    moved to their new positions (surviving nodes keep their order, so its columns stay sorted), in a few
+    whole-array passes instead of a sort or a search of every entry."""
     n_phrases, old = len(state.phrases), base.adjacency
     n_old, n_new = int(old.shape[0]), len(node_rows)
     old_nodes = base.node_rows + np.where(base.node_rows >= base.n_phrases, n_phrases - base.n_phrases, 0)
@@ -173,30 +185,85 @@ def _patch_adjacency(
     position[node_rows] = np.arange(n_new, dtype=np.int64)
     old_position = np.full(size, -1, dtype=np.int64)  # new row space -> old canonical position
     old_position[old_nodes] = np.arange(n_old, dtype=np.int64)
-    remap = position[old_nodes]
-    rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(old.indptr))
-    cols = old.indices.astype(np.int64)
-    mark = remap < 0  # gone nodes and touched passages lose every entry
+    remap = position[old_nodes]  # old canonical position -> new (-1: gone)
+    surviving = remap[remap >= 0]
+    if len(surviving) > 1 and not bool((surviving[1:] > surviving[:-1]).all()):
+        return None  # copied rows would lose their column order
+    cleared = remap < 0  # gone nodes and touched passages lose every entry
     touched = old_position[np.array(sorted(passages), dtype=np.int64) + n_phrases]
-    mark[touched[touched >= 0]] = True
-    drop = mark[rows] | mark[cols]
+    cleared[touched[touched >= 0]] = True
     ordered = sorted(pairs)
     pair_rows = old_position[_pairs(ordered, len(ordered))]
-    pair_rows = pair_rows[(pair_rows >= 0).all(axis=1)]
-    keys = rows * n_old + cols  # sorted: CSR rows in order, columns sorted within each
-    for a, b in ((0, 1), (1, 0)):
-        wanted = pair_rows[:, a] * n_old + pair_rows[:, b]
-        found = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-        drop[found[keys[found] == wanted] if len(keys) else found[:0]] = True
-    keep = ~drop
-    kept = remap[rows[keep]] * n_new + remap[cols[keep]]
+    add, add_data = _fresh_entries(state, ordered, passages, position, n_new)
+    redo = cleared.copy()  # rows rebuilt: cleared ones, their neighbours, ends of touched pairs and fresh entries
+    redo[old.indices[_segments(old.indptr, np.flatnonzero(cleared))]] = True
+    redo[pair_rows[pair_rows >= 0]] = True
+    old_of = np.full(n_new, -1, dtype=np.int64)  # new canonical position -> old (-1: a new node)
+    old_of[remap[remap >= 0]] = np.flatnonzero(remap >= 0)
+    fresh_rows = old_of[add // n_new]
+    redo[fresh_rows[fresh_rows >= 0]] = True
+    kept, kept_data = _kept_entries(old, np.flatnonzero(redo & (remap >= 0)), cleared, pair_rows, remap, n_new)
     if len(kept) > 1 and not bool((kept[1:] > kept[:-1]).all()):
         return None
-    add, add_data = _fresh_entries(state, ordered, passages, position, n_new)
-    at = np.searchsorted(kept, add)
-    merged, data = np.insert(kept, at, add), np.insert(old.data[keep], at, add_data)
-    indptr = np.searchsorted(merged, np.arange(n_new + 1, dtype=np.int64) * n_new)
-    return sp.csr_matrix((data, merged % n_new, indptr), shape=(n_new, n_new))
+    keys = np.concatenate([kept, add])
+    order = np.argsort(keys, kind="stable")
+    keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
+    return _assemble(old, remap, old_of, redo, keys, data, n_new)
+
+
+def _segments(indptr: npt.NDArray[np.integer], rows: IntArray) -> IntArray:
+    """Positions of every entry of `rows` (CSR row pointers `indptr`), row after row."""
+    starts, lengths = indptr[rows].astype(np.int64), np.diff(indptr)[rows].astype(np.int64)
+    total = int(lengths.sum())
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    out: IntArray = offsets + np.arange(total, dtype=np.int64)
+    return out
+
+
+def _kept_entries(
+    old: sp.csr_matrix, rows: IntArray, cleared: BoolArray, pair_rows: IntArray, remap: IntArray, n_new: int
+) -> tuple[IntArray, FloatArray]:
+    """The entries of the rebuilt surviving `rows` that stay (not in a cleared row or column, not a touched
+    pair), as sorted new-space keys (row * n_new + column) and their weights."""
+    at = _segments(old.indptr, rows)
+    r = np.repeat(rows, np.diff(old.indptr)[rows])
+    c = old.indices[at].astype(np.int64)
+    drop = cleared[r] | cleared[c]
+    n_old = len(remap)
+    pairs = pair_rows[(pair_rows >= 0).all(axis=1)]
+    touched = np.concatenate([pairs[:, 0] * n_old + pairs[:, 1], pairs[:, 1] * n_old + pairs[:, 0]])
+    drop |= np.isin(r * n_old + c, touched)
+    keep = ~drop
+    keys: IntArray = remap[r[keep]] * n_new + remap[c[keep]]
+    return keys, old.data[at[keep]]
+
+
+def _assemble(
+    old: sp.csr_matrix,
+    remap: IntArray,
+    old_of: IntArray,
+    redo: BoolArray,
+    keys: IntArray,
+    data: FloatArray,
+    n_new: int,
+) -> sp.csr_matrix:
+    """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
+    sorted `keys` and `data`."""
+    lengths = np.diff(old.indptr).astype(np.int64)
+    copied = old_of >= 0  # by new row: copied as it was
+    copied[copied] = ~redo[old_of[copied]]
+    new_lengths = np.bincount(keys // n_new, minlength=n_new).astype(np.int64)
+    new_lengths[copied] = lengths[old_of[copied]]
+    indptr = np.concatenate([[0], np.cumsum(new_lengths)]).astype(np.int64)
+    source = np.repeat(~redo & (remap >= 0), lengths)  # by old entry: in a copied row
+    target = np.repeat(copied, new_lengths)  # by new entry: in a copied row
+    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n_new < 2**31 else np.int64)
+    values = np.empty(int(indptr[-1]), dtype=np.float64)
+    indices[target] = remap[old.indices[source]]
+    values[target] = old.data[source]
+    indices[~target] = keys % n_new
+    values[~target] = data
+    return sp.csr_matrix((values, indices, indptr), shape=(n_new, n_new))
 
 
 def _fresh_entries(
