@@ -56,11 +56,13 @@ def row_blocks(matrix: sp.csr_matrix) -> list[tuple[int, int, sp.csr_matrix]]:
 
 
 def _rows_view(matrix: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:
-    """Rows a..b-1 of a CSR matrix sharing its data and column arrays (slicing would copy them)."""
+    """Rows a..b-1 of a CSR matrix sharing its data and column arrays (slicing, and the constructor, which
+    copies a small view of a large array, would copy them): the arrays are set on an empty matrix."""
     start, end = int(matrix.indptr[a]), int(matrix.indptr[b])
-    indptr = matrix.indptr[a : b + 1] - start
-    parts = (matrix.data[start:end], matrix.indices[start:end], indptr)
-    return sp.csr_matrix(parts, shape=(b - a, matrix.shape[1]), copy=False)
+    block = sp.csr_matrix((b - a, matrix.shape[1]), dtype=matrix.dtype)
+    block.data, block.indices = matrix.data[start:end], matrix.indices[start:end]
+    block.indptr = matrix.indptr[a : b + 1] - start
+    return block
 
 
 def matvec(blocks: list[tuple[int, int, sp.csr_matrix]], x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
