@@ -183,6 +183,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
         out["query_p50"] = statistics.median(per_query)
         out["query_p90"] = float(np.percentile(per_query, 90))
         if repeat == 0:  # --reopen: queries only
+            out["before_close_peak"] = peak_rss()
             out["close_after"] = timed(memory.close)
             return out | {"open_peak": peak_rss(), "open_load": os.getloadavg()[1]}
         victims = [f"doc{int(i):07d}" for i in np.random.default_rng(size).choice(size, repeat, replace=False)]
@@ -201,6 +202,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
             out["delete"].append(time.perf_counter() - start)
             out["delete_steps"].append(report.timings)
             out["first_after_delete"].append(timed(lambda: memory.retrieve(queries[2], top_k=5)))
+        out["before_close_peak"] = peak_rss()
         out["close_after"] = timed(memory.close)  # writes the saved state that a later --reopen opens from
     out["open_peak"] = peak_rss()
     out["open_load"] = os.getloadavg()[1]
@@ -260,7 +262,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"{r['size']:,}: build steps (s, summed over batches): {steps}; close {r['close']:.1f}; "
               f"embedding {r['embed']:.1f} (excluded); generating the corpus {r['generate']:.1f} (excluded)")
         print(f"    RAM peak: build {r['build_peak'] / GIB:.2f} GiB, "
-              f"open+queries+changes {r['open_peak'] / GIB:.2f} GiB (after open {r['open_rss'] / GIB:.2f} GiB); "
+              f"open+queries+changes {r['open_peak'] / GIB:.2f} GiB (before the close "
+              f"{r.get('before_close_peak', float('nan')) / GIB:.2f} GiB, after open {r['open_rss'] / GIB:.2f} GiB); "
               f"first query after open {r['first_after_open']:.2f} s; query p90 {r['query_p90'] * 1000:.1f} ms; "
               f"first query after delete {statistics.median(r['first_after_delete']) * 1000:.0f} ms; "
               f"first insert after open {r['insert'][0]:.3f} s (inserts: "
