@@ -302,7 +302,7 @@ def reopen(root: Path, sizes: list[int], ann: str, changes: int) -> None:
     """Open the memories `--keep` left under `root` again: open, first query, query passes, and with `changes`
     that many inserts and deletes (on a copy of the memory, removed afterwards)."""
     head = "| passages | open (s) | RSS after open (GiB) | first query after open (s) | hipporag2 query p50 (ms) " \
-        "| p90 (ms) | RAM peak (GiB) |"
+        "| p90 (ms) | RAM peak before the close (GiB) | RAM peak (GiB) |"
     if changes:
         head += " first insert (s) | insert (s) | delete (s) | first query after insert (ms) | after delete (ms) |"
     head += " close (s) | load |"
@@ -325,7 +325,8 @@ def reopen(root: Path, sizes: list[int], ann: str, changes: int) -> None:
             if scratch:
                 shutil.rmtree(scratch)
         cells = [f"{r['open']:.2f}", f"{r['open_rss'] / GIB:.2f}", f"{r['first_after_open']:.2f}",
-                 f"{r['query_p50'] * 1000:.1f}", f"{r['query_p90'] * 1000:.1f}", f"{r['open_peak'] / GIB:.2f}"]
+                 f"{r['query_p50'] * 1000:.1f}", f"{r['query_p90'] * 1000:.1f}",
+                 f"{r['before_close_peak'] / GIB:.2f}", f"{r['open_peak'] / GIB:.2f}"]
         if changes:
             cells += [f"{r['insert'][0]:.3f}", f"{statistics.median(r['insert'][1:] or r['insert']):.4f}",
                       f"{statistics.median(r['delete']):.4f}",
