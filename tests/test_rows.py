@@ -85,3 +85,24 @@ def test_snapshot_file_of_blocks_is_what_np_save_writes(tmp_path: Path) -> None:
     empty = io.BytesIO()
     _write_npy(empty, Rows(8).blocks())
     assert np.load(io.BytesIO(empty.getvalue())).shape == (0, 8)
+
+
+def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
+    """Oracle: the list of frozensets the arrays were made from, through reads, replacements and appends."""
+    from engram.index.rows import RowSets
+
+    rng = np.random.default_rng(3)
+    sets = [frozenset(rng.choice(50, int(rng.integers(0, 6)), replace=False).tolist()) for _ in range(40)]
+    lengths = [len(s) for s in sets]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    rows = np.array([r for s in sets for r in sorted(s)], dtype=np.int64)
+    table = RowSets()
+    table.restore(offsets, rows)
+    assert len(table) == 40 and table[7] == sets[7] and table[-1] == sets[-1]
+    table[3] = sets[3] = frozenset({99})
+    table.append(frozenset({1, 2}))
+    sets.append(frozenset({1, 2}))
+    assert list(table) == sets
+    for bad in ((offsets[:-1], rows), (offsets[::-1].copy(), rows)):
+        with pytest.raises(ValueError):
+            RowSets().restore(*bad)

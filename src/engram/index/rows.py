@@ -142,6 +142,45 @@ VT = TypeVar("VT")
 T = TypeVar("T")
 
 
+class RowSets:
+    """Each passage's fact rows as frozensets, kept as the saved (offsets, rows) arrays until a set is read or
+    replaced: a restore makes none of the 100k's sets, a write makes those it touches."""
+
+    def __init__(self) -> None:
+        self._sets: list[frozenset[int] | None] = []
+        self._offsets: IntArray = np.zeros(1, dtype=np.int64)
+        self._rows: IntArray = np.zeros(0, dtype=np.int64)
+
+    def restore(self, offsets: IntArray, rows: IntArray) -> None:
+        """Take the sets saved as `rows[offsets[i]:offsets[i + 1]]` (after any appended before)."""
+        if len(offsets) < 1 or int(offsets[-1]) != len(rows) or bool((np.diff(offsets) < 0).any()):
+            raise ValueError("saved fact lists disagree")
+        if self._sets:
+            raise ValueError("fact lists are restored into an empty table only")
+        self._offsets, self._rows = offsets.astype(np.int64), rows.astype(np.int64)
+        self._sets = [None] * (len(offsets) - 1)
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+    def __getitem__(self, index: int) -> frozenset[int]:
+        found = self._sets[index]
+        if found is None:
+            index %= len(self._sets)  # the list took a negative index: the arrays want its position
+            start, end = int(self._offsets[index]), int(self._offsets[index + 1])
+            found = self._sets[index] = frozenset(self._rows[start:end].tolist())
+        return found
+
+    def __setitem__(self, index: int, value: frozenset[int]) -> None:
+        self._sets[index] = value
+
+    def append(self, value: frozenset[int]) -> None:
+        self._sets.append(value)
+
+    def __iter__(self) -> Iterator[frozenset[int]]:
+        return (self[i] for i in range(len(self._sets)))
+
+
 class LazyDict(MutableMapping[KT, VT]):
     """A dict that a restored state can leave unbuilt (`defer`) until something first reads or writes it:
     reads of a memory never look a fact up by its key nor a relation pair's count, only its writes do. Its

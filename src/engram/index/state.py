@@ -22,7 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
-from engram.index.rows import LazyDict, Rows, SortedKeys
+from engram.index.rows import LazyDict, Rows, RowSets, SortedKeys
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -68,7 +68,7 @@ class IndexState:
         self.hash_rows: dict[str, set[int]] = {}  # content hash -> rows with that content (alive or not)
         self.passage_alive: list[bool] = []
         self.passage_status: list[str] = []  # "done", "failed" or "pending"
-        self.passage_facts: list[frozenset[int]] = []
+        self.passage_facts = RowSets()  # fact rows of each passage
         self.passage_context: list[IntArray] = []  # phrase rows linked to each passage
         self.passage_dropped: list[int] = []  # malformed triples in its extraction
         self.phrases: list[str] = []

@@ -210,8 +210,7 @@ def _fill_passages(
     state.passage_alive.extend(bool(a) for a in alive)
     state.passage_status.extend(STATUS[s] for s in arrays["passage_status"].tolist())
     state.passage_dropped.extend(arrays["passage_dropped"].tolist())
-    offsets, rows = arrays["facts_offsets"].tolist(), arrays["facts_rows"].tolist()
-    state.passage_facts.extend(frozenset(rows[a:b]) for a, b in itertools.pairwise(offsets))
+    state.passage_facts.restore(arrays["facts_offsets"], arrays["facts_rows"])
     context = arrays["context_rows"].astype(np.int64)
     state.passage_context.extend(context[a:b] for a, b in itertools.pairwise(arrays["context_offsets"].tolist()))
     if not len(state.passage_status) == len(state.passage_facts) == len(state.passage_context) == len(ids):
