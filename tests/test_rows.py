@@ -106,3 +106,20 @@ def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
     for bad in ((offsets[:-1], rows), (offsets[::-1].copy(), rows)):
         with pytest.raises(ValueError):
             RowSets().restore(*bad)
+
+
+def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
+    """Oracle: the list of tuples the array was made from, with pairs appended after it."""
+    from engram.index.rows import Pairs
+
+    listed = [(int(a), int(b)) for a, b in np.random.default_rng(4).integers(0, 90, (30, 2))]
+    pairs = Pairs()
+    pairs.restore(np.array(listed, dtype=np.int64))
+    pairs.append((5, 6))
+    listed.append((5, 6))
+    assert len(pairs) == 31 and [pairs[i] for i in range(31)] == listed and pairs[-1] == (5, 6)
+    assert pairs.added_since(30) == [(5, 6)] and pairs[0] == listed[0]
+    with pytest.raises(ValueError):
+        pairs.added_since(3)
+    with pytest.raises(ValueError):
+        pairs.restore(np.zeros((2, 2), dtype=np.int64))  # not empty

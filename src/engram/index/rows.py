@@ -142,6 +142,40 @@ VT = TypeVar("VT")
 T = TypeVar("T")
 
 
+class Pairs:
+    """The (subject row, object row) of each fact: the saved (n, 2) array, then the pairs appended since (a
+    restore makes no tuple per fact; a write reads the few it needs)."""
+
+    def __init__(self) -> None:
+        self.saved: IntArray = np.zeros((0, 2), dtype=np.int64)
+        self._added: list[tuple[int, int]] = []
+
+    def restore(self, pairs: IntArray) -> None:
+        if len(self) or pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError("fact pairs are restored into an empty table, as an (n, 2) array")
+        self.saved = pairs.astype(np.int64, copy=False)
+
+    def __len__(self) -> int:
+        return len(self.saved) + len(self._added)
+
+    def __getitem__(self, index: int) -> tuple[int, int]:
+        if index < 0:
+            index += len(self)
+        if 0 <= index < len(self.saved):
+            subject, obj = self.saved[index].tolist()
+            return subject, obj
+        return self._added[index - len(self.saved)]
+
+    def append(self, pair: tuple[int, int]) -> None:
+        self._added.append(pair)
+
+    def added_since(self, count: int) -> list[tuple[int, int]]:
+        """The pairs from position `count` on (`count` at least the saved array's length)."""
+        if count < len(self.saved):
+            raise ValueError("only appended pairs are listed")
+        return self._added[count - len(self.saved) :]
+
+
 class RowSets:
     """Each passage's fact rows as frozensets, kept as the saved (offsets, rows) arrays until a set is read or
     replaced: a restore makes none of the 100k's sets, a write makes those it touches."""

@@ -22,7 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
-from engram.index.rows import LazyDict, Rows, RowSets, SortedKeys
+from engram.index.rows import LazyDict, Pairs, Rows, RowSets, SortedKeys
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -90,7 +90,7 @@ class IndexState:
         }  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
         self.facts: list[Triple] = []
         self.fact_row: LazyDict[Triple, int] = LazyDict()  # built on the first write after a restore
-        self.fact_phrases: list[tuple[int, int]] = []
+        self.fact_phrases = Pairs()  # (subject row, object row) of each fact
         self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation: LazyDict[tuple[int, int], int] = LazyDict()  # pair -> facts joining it
@@ -305,16 +305,16 @@ class IndexState:
         """The running totals over alive passages (a copy), as `restored` takes them back."""
         return dict(self._counts)
 
-    def restored(self, totals: dict[str, int], fact_phrases: IntArray) -> None:
+    def restored(self, totals: dict[str, int], relations: list[str]) -> None:
         """Finish a state whose tables `engram.index.state_file` filled from a saved state: the running totals,
-        the alive masks and the shared relation strings, which follow from the tables."""
+        the alive masks and the shared relation strings (`relations`: the string objects its facts hold)."""
         if set(totals) != set(self._counts):
             raise ValueError("saved totals do not name the expected counts")
         self._counts = {k: int(v) for k, v in totals.items()}
         self._alive_mask = np.array(self.phrase_refs, dtype=np.int64) > 0
         self._fact_alive = np.array(self.fact_support, dtype=np.int64) > 0
-        self._relations = {f[1]: f[1] for f in self.facts}
-        self._fact_phrase_array = fact_phrases
+        self._relations = {r: r for r in relations}
+        self._fact_phrase_array = self.fact_phrases.saved
 
     def phrase_alive_mask(self) -> npt.NDArray[np.bool_]:
         """phrase_refs > 0, one bool per phrase row (a copy)."""
@@ -331,7 +331,7 @@ class IndexState:
         grows), so a commit does not convert every fact again. A new array each time it grows."""
         done, total = len(self._fact_phrase_array), len(self.fact_phrases)
         if done < total:
-            added = itertools.chain.from_iterable(self.fact_phrases[done:])
+            added = itertools.chain.from_iterable(self.fact_phrases.added_since(done))
             fresh = np.fromiter(added, dtype=np.int64, count=2 * (total - done)).reshape(-1, 2)
             self._fact_phrase_array = np.concatenate([self._fact_phrase_array, fresh])
         return self._fact_phrase_array

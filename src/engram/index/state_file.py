@@ -174,14 +174,14 @@ def _restore(
         arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in ARRAYS}
         state = IndexState(dim, config)
         _fill_passages(state, meta, arrays, stored)
-        _fill_phrases_and_facts(state, meta, arrays)
+        relations = _fill_phrases_and_facts(state, meta, arrays)
         _fill_vectors(state, folder, dim)
         _fill_orders(state, arrays)
         names = {"offsets": arrays["names_offsets"], "words": arrays["names_words"]}
         if meta["counted"]:
             names["counts"] = arrays["names_counts"]
         state.names.restore(meta["names"], names)
-        state.restored(meta["totals"], arrays["fact_phrases"].astype(np.int64).reshape(-1, 2))
+        state.restored(meta["totals"], relations)
         synonyms = {k: arrays[f"synonym_{k}"] for k in ("rows", "offsets", "neighbours", "sims")}
         state.synonyms.restore(synonyms, state.phrases)
         return state
@@ -217,23 +217,24 @@ def _fill_passages(
         raise ValueError("passage tables disagree")
 
 
-def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dict[str, Array]) -> None:
+def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dict[str, Array]) -> list[str]:
+    """Fill the phrase and fact tables; returns the relation strings (the objects the facts hold)."""
     phrases, relations = list(map(str, meta["phrases"])), list(map(str, meta["relations"]))
     state.phrases.extend(phrases)  # in place: the name table and the orders share these
     state.phrase_row.update(zip(phrases, itertools.count()))
     state.phrase_refs.extend(arrays["phrase_refs"].tolist())
     pairs = arrays["fact_phrases"].reshape(-1, 2)
-    subjects, objects = pairs[:, 0].tolist(), pairs[:, 1].tolist()
     names, verbs = np.array(phrases, dtype=object), np.array(relations, dtype=object)  # gathers without a loop
     facts = list(zip(names[pairs[:, 0]].tolist(), verbs[arrays["fact_relation"]].tolist(), names[pairs[:, 1]].tolist()))
     state.facts.extend(facts)
     state.fact_row.defer(lambda: dict(zip(facts, range(len(facts)))), len(facts))  # this list, not the state's
-    state.fact_phrases.extend(zip(subjects, objects))
+    state.fact_phrases.restore(pairs)
     state.fact_support.extend(arrays["fact_support"].tolist())
     _defer_relation(state, arrays["relation_pairs"].reshape(-1, 2).astype(np.int64), arrays["relation_counts"])
-    counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support))
-    if counts != (len(phrases), len(phrases), len(facts)):
+    counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support), len(state.fact_phrases))
+    if counts != (len(phrases), len(phrases), len(facts), len(facts)):
         raise ValueError("phrase or fact tables disagree")
+    return relations
 
 
 def _defer_relation(state: IndexState, pairs: Array, counts: Array) -> None:
