@@ -123,3 +123,27 @@ def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
         pairs.added_since(3)
     with pytest.raises(ValueError):
         pairs.restore(np.zeros((2, 2), dtype=np.int64))  # not empty
+
+
+def test_triples_read_the_saved_arrays_as_the_facts_they_came_from() -> None:
+    """Oracle: the list of (subject, relation, object) tuples the arrays were made from, with facts appended
+    after them; a view keeps its length while the table grows."""
+    from engram.index.rows import Triples
+
+    rng = np.random.default_rng(6)
+    phrases, relations = [f"p{i}" for i in range(40)], ["is in", "born in", "part of"]
+    pairs, verbs = rng.integers(0, 40, (25, 2)), rng.integers(0, 3, 25)
+    listed = [(phrases[s], relations[v], phrases[o]) for (s, o), v in zip(pairs.tolist(), verbs.tolist())]
+    table = Triples()
+    table.restore(phrases, relations, pairs, verbs)
+    view = table.upto(len(table))
+    table.append(("x", "is in", "y"))
+    listed.append(("x", "is in", "y"))
+    assert len(table) == 26 and list(table) == listed and table.listed() == listed and table.saved() == listed[:25]
+    assert [table[i] for i in range(26)] == listed and table[-1] == listed[-1] and table[3:6] == listed[3:6]
+    assert len(view) == 25 and list(view) == listed[:25] and view[-1] == listed[24] and view[:2] == listed[:2]
+    with pytest.raises(IndexError):
+        view[25]
+    for bad in ((pairs, verbs[:3]), (pairs + 40, verbs), (pairs, verbs + 3)):
+        with pytest.raises(ValueError):
+            Triples().restore(phrases, relations, *bad)

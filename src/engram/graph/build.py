@@ -33,7 +33,7 @@ class GraphTables:
     give the same tables whatever order they were indexed in."""
 
     phrases: list[str]
-    facts: list[Triple]
+    facts: Sequence[Triple]
     fact_phrases: IntArray  # (F, 2): subject and object phrase index of each fact
     context: IntArray  # (C, 2): (passage row, phrase index), unique
     relation: IntArray  # (R, 2): phrase pairs i < j

@@ -142,6 +142,95 @@ VT = TypeVar("VT")
 T = TypeVar("T")
 
 
+class Triples(Sequence[Triple]):
+    """Each fact's (subject, relation, object): the saved arrays (phrase rows and relation ids) read through the
+    shared phrase and relation strings, then the facts appended since as tuples. A restore makes no tuple; a
+    read makes those it shows (a query's top facts), `listed` makes them all at once (a write's lookups)."""
+
+    def __init__(self) -> None:
+        self._phrases: Sequence[str] = []
+        self._relations: list[str] = []
+        self._pairs: IntArray = np.zeros((0, 2), dtype=np.int64)
+        self._verbs: IntArray = np.zeros(0, dtype=np.int64)
+        self._added: list[Triple] = []
+
+    def restore(self, phrases: Sequence[str], relations: list[str], pairs: IntArray, verbs: IntArray) -> None:
+        """Take the saved facts: `pairs` (n, 2) rows of the append-only `phrases`, `verbs` ids into `relations`."""
+        if len(self) or pairs.ndim != 2 or pairs.shape[1] != 2 or len(pairs) != len(verbs):
+            raise ValueError("saved facts disagree")
+        if len(pairs) and not (pairs.min() >= 0 and pairs.max() < len(phrases) and verbs.min() >= 0):
+            raise ValueError("saved facts name phrases that are not saved")
+        if len(verbs) and verbs.max() >= len(relations):
+            raise ValueError("saved facts name relations that are not saved")
+        self._phrases, self._relations = phrases, relations
+        self._pairs, self._verbs = pairs.astype(np.int64, copy=False), verbs.astype(np.int64, copy=False)
+
+    def __len__(self) -> int:
+        return len(self._pairs) + len(self._added)
+
+    @overload
+    def __getitem__(self, index: int) -> Triple: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Triple]: ...
+    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if 0 <= index < len(self._pairs):
+            subject, obj = self._pairs[index].tolist()
+            return self._phrases[subject], self._relations[int(self._verbs[index])], self._phrases[obj]
+        return self._added[index - len(self._pairs)]
+
+    def append(self, triple: Triple) -> None:
+        self._added.append(triple)
+
+    def saved(self) -> list[Triple]:
+        """The saved facts as tuples, made in one pass of array gathers."""
+        if not len(self._pairs):
+            return []
+        names, verbs = np.array(self._phrases, dtype=object), np.array(self._relations, dtype=object)
+        subjects, objects = names[self._pairs[:, 0]].tolist(), names[self._pairs[:, 1]].tolist()
+        return list(zip(subjects, verbs[self._verbs].tolist(), objects))
+
+    def listed(self) -> list[Triple]:
+        """Every fact as a tuple, in row order."""
+        return [*self.saved(), *self._added]
+
+    def __iter__(self) -> Iterator[Triple]:
+        return iter(self.listed())
+
+    def upto(self, count: int) -> TriplesView:
+        """The first `count` facts, fixed (a view's facts, while the table grows with later commits)."""
+        return TriplesView(self, count)
+
+
+class TriplesView(Sequence[Triple]):
+    """The first `count` facts of a `Triples` table (append-only, so they never change)."""
+
+    def __init__(self, table: Triples, count: int) -> None:
+        self._table, self._count = table, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Triple: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Triple]: ...
+    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("fact row out of range")
+        return self._table[index]
+
+    def __iter__(self) -> Iterator[Triple]:
+        return iter(self._table.listed()[: self._count])
+
+
 class Pairs:
     """The (subject row, object row) of each fact: the saved (n, 2) array, then the pairs appended since (a
     restore makes no tuple per fact; a write reads the few it needs)."""

@@ -22,7 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
-from engram.index.rows import LazyDict, Pairs, Rows, RowSets, SortedKeys
+from engram.index.rows import LazyDict, Pairs, Rows, RowSets, SortedKeys, Triples
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -88,7 +88,7 @@ class IndexState:
             "failed": 0,
             "done": 0,
         }  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
-        self.facts: list[Triple] = []
+        self.facts = Triples()  # (subject, relation, object) of each fact row
         self.fact_row: LazyDict[Triple, int] = LazyDict()  # built on the first write after a restore
         self.fact_phrases = Pairs()  # (subject row, object row) of each fact
         self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)

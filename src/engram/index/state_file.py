@@ -31,6 +31,7 @@ from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
+from engram.types import Triple
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")
@@ -87,7 +88,8 @@ def _passage_fields(row: PassageRow) -> dict[str, Any]:
 
 def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     """The writers of the state's files, for `write_snapshot`'s `extra`."""
-    relations = sorted({f[1] for f in state.facts})
+    facts = state.facts.listed()
+    relations = sorted({f[1] for f in facts})
     relation_id = {r: i for i, r in enumerate(relations)}
     names, name_arrays = state.names.saved()
     order = state.canonical_rows()
@@ -98,7 +100,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
         "passage_dropped": np.array(state.passage_dropped, dtype=np.int64),
         "phrase_refs": np.array(state.phrase_refs, dtype=np.int64),
         "fact_phrases": state.fact_phrase_array(),
-        "fact_relation": np.array([relation_id[f[1]] for f in state.facts], dtype=np.int64),
+        "fact_relation": np.array([relation_id[f[1]] for f in facts], dtype=np.int64),
         "fact_support": np.array(state.fact_support, dtype=np.int64),
         "relation_pairs": np.array([p for p, _ in pairs], dtype=np.int64).reshape(-1, 2),
         "relation_counts": np.array([c for _, c in pairs], dtype=np.int64),
@@ -224,15 +226,15 @@ def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dic
     state.phrase_row.update(zip(phrases, itertools.count()))
     state.phrase_refs.extend(arrays["phrase_refs"].tolist())
     pairs = arrays["fact_phrases"].reshape(-1, 2)
-    names, verbs = np.array(phrases, dtype=object), np.array(relations, dtype=object)  # gathers without a loop
-    facts = list(zip(names[pairs[:, 0]].tolist(), verbs[arrays["fact_relation"]].tolist(), names[pairs[:, 1]].tolist()))
-    state.facts.extend(facts)
-    state.fact_row.defer(lambda: dict(zip(facts, range(len(facts)))), len(facts))  # this list, not the state's
+    facts = state.facts
+    facts.restore(state.phrases, relations, pairs, arrays["fact_relation"])  # tuples made when read
+    count = len(pairs)
+    state.fact_row.defer(lambda: dict(zip(facts.saved(), itertools.count())), count)  # the saved facts only
     state.fact_phrases.restore(pairs)
     state.fact_support.extend(arrays["fact_support"].tolist())
     _defer_relation(state, arrays["relation_pairs"].reshape(-1, 2).astype(np.int64), arrays["relation_counts"])
     counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support), len(state.fact_phrases))
-    if counts != (len(phrases), len(phrases), len(facts), len(facts)):
+    if counts != (len(phrases), len(phrases), count, count):
         raise ValueError("phrase or fact tables disagree")
     return relations
 
@@ -259,4 +261,11 @@ def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:
     passages, phrases, facts = state.passages, state.phrases, state.facts
     state.passage_order.restore(arrays["order_passage"], lambda r: passages[r].id)
     state.phrase_order.restore(arrays["order_phrase"], phrases.__getitem__)
-    state.fact_order.restore(arrays["order_fact"], facts.__getitem__)
+    saved: list[list[Triple]] = []  # the saved facts as tuples, made at once when the order is first looked up
+
+    def fact_of(row: int) -> Triple:
+        if not saved:
+            saved.append(facts.saved())
+        return saved[0][row]
+
+    state.fact_order.restore(arrays["order_fact"], fact_of)

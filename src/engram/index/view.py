@@ -179,7 +179,7 @@ def view(state: IndexState) -> GraphIndex:
     edges = derive_edges(state, alive, node_rows, synonyms)
     tables = GraphTables(
         phrases=list(state.phrases),  # copies: the view must not grow with later commits
-        facts=list(state.facts),
+        facts=state.facts.upto(len(state.facts)),  # fixed: the table only grows
         fact_phrases=state.fact_phrase_array(),
         context=edges.context,
         relation=edges.relation,
