@@ -89,7 +89,7 @@ def test_snapshot_file_of_blocks_is_what_np_save_writes(tmp_path: Path) -> None:
 
 def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
     """Oracle: the list of frozensets the arrays were made from, through reads, replacements and appends."""
-    from engram.index.rows import RowSets
+    from engram.index.saved_tables import RowSets
 
     rng = np.random.default_rng(3)
     sets = [frozenset(rng.choice(50, int(rng.integers(0, 6)), replace=False).tolist()) for _ in range(40)]
@@ -110,7 +110,7 @@ def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
 
 def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
     """Oracle: the list of tuples the array was made from, with pairs appended after it."""
-    from engram.index.rows import Pairs
+    from engram.index.saved_tables import Pairs
 
     listed = [(int(a), int(b)) for a, b in np.random.default_rng(4).integers(0, 90, (30, 2))]
     pairs = Pairs()
@@ -128,7 +128,7 @@ def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
 def test_triples_read_the_saved_arrays_as_the_facts_they_came_from() -> None:
     """Oracle: the list of (subject, relation, object) tuples the arrays were made from, with facts appended
     after them; a view keeps its length while the table grows."""
-    from engram.index.rows import Triples
+    from engram.index.saved_tables import Triples
 
     rng = np.random.default_rng(6)
     phrases, relations = [f"p{i}" for i in range(40)], ["is in", "born in", "part of"]

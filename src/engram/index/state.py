@@ -22,7 +22,8 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.names import NameTable
-from engram.index.rows import LazyDict, Pairs, Rows, RowSets, SortedKeys, Triples
+from engram.index.rows import LazyDict, Rows, SortedKeys
+from engram.index.saved_tables import Pairs, RowSets, Triples
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
