@@ -15,7 +15,27 @@ from engram.types import Triple
 IntArray = npt.NDArray[np.int64]
 
 
-class Triples(Sequence[Triple]):
+class _Facts(Sequence[Triple]):
+    """Slices and negative indices over `_at` (the fact at a row in range) and `__len__`."""
+
+    def _at(self, index: int) -> Triple:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> Triple: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Triple]: ...
+    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("fact row out of range")
+        return self._at(index)
+
+
+class Triples(_Facts):
     """Each fact's (subject, relation, object): the saved arrays (phrase rows and relation ids) read through the
     shared phrase and relation strings, then the facts appended since as tuples. A restore makes no tuple; a
     read makes those it shows (a query's top facts), `listed` makes them all at once (a write's lookups)."""
@@ -41,16 +61,8 @@ class Triples(Sequence[Triple]):
     def __len__(self) -> int:
         return len(self._pairs) + len(self._added)
 
-    @overload
-    def __getitem__(self, index: int) -> Triple: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Triple]: ...
-    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if 0 <= index < len(self._pairs):
+    def _at(self, index: int) -> Triple:
+        if index < len(self._pairs):
             subject, obj = self._pairs[index].tolist()
             return self._phrases[subject], self._relations[int(self._verbs[index])], self._phrases[obj]
         return self._added[index - len(self._pairs)]
@@ -78,7 +90,7 @@ class Triples(Sequence[Triple]):
         return TriplesView(self, count)
 
 
-class TriplesView(Sequence[Triple]):
+class TriplesView(_Facts):
     """The first `count` facts of a `Triples` table (append-only, so they never change)."""
 
     def __init__(self, table: Triples, count: int) -> None:
@@ -87,17 +99,7 @@ class TriplesView(Sequence[Triple]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> Triple: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Triple]: ...
-    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._count))]
-        if index < 0:
-            index += self._count
-        if not 0 <= index < self._count:
-            raise IndexError("fact row out of range")
+    def _at(self, index: int) -> Triple:
         return self._table[index]
 
     def __iter__(self) -> Iterator[Triple]:
