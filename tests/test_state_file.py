@@ -105,9 +105,9 @@ def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
     meta["format"] = 999
     (folder / "state.json").write_text(json.dumps(meta), encoding="utf-8")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    from engram.store.snapshot import file_sha256
+    from engram.store.snapshot import file_checksum
 
-    manifest["files"]["state.json"] = file_sha256(folder / "state.json")
+    manifest["files"]["state.json"] = file_checksum(folder / "state.json")
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     assert not saved_state_loads(tmp_path)
     with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:

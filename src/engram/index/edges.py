@@ -171,8 +171,8 @@ def _patch_adjacency(
     base: PatchBase, passages: set[int], pairs: set[tuple[int, int]], state: IndexState, node_rows: IntArray, size: int
 ) -> sp.csr_matrix | None:
     """The previous canonical adjacency with the entries of touched passages and phrase pairs (and of nodes that
-    died) replaced by their current ones, over the new canonical order; None when the kept entries would not stay
-    in order (never expected: the caller then builds).
+    died) replaced by their current ones, over the new canonical order; None when surviving nodes changed their
+    order (never expected: the caller then builds).
 
     Only the rows that change are taken apart: those of dead nodes and touched passages, their neighbours, the
     ends of touched pairs and of the fresh entries. Every other row keeps its entries as they are, its columns
@@ -203,8 +203,6 @@ def _patch_adjacency(
     fresh_rows = old_of[add // n_new]
     redo[fresh_rows[fresh_rows >= 0]] = True
     kept, kept_data = _kept_entries(old, np.flatnonzero(redo & (remap >= 0)), cleared, pair_rows, remap, n_new)
-    if len(kept) > 1 and not bool((kept[1:] > kept[:-1]).all()):
-        return None
     keys = np.concatenate([kept, add])
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]

@@ -46,6 +46,7 @@ class Triples(_Facts):
         self._pairs: IntArray = np.zeros((0, 2), dtype=np.int64)
         self._verbs: IntArray = np.zeros(0, dtype=np.int64)
         self._added: list[Triple] = []
+        self._tuples: list[Triple] | None = None  # the saved facts as tuples, once `saved` made them
 
     def restore(self, phrases: Sequence[str], relations: list[str], pairs: IntArray, verbs: IntArray) -> None:
         """Take the saved facts: `pairs` (n, 2) rows of the append-only `phrases`, `verbs` ids into `relations`."""
@@ -62,6 +63,8 @@ class Triples(_Facts):
         return len(self._pairs) + len(self._added)
 
     def _at(self, index: int) -> Triple:
+        if self._tuples is not None and index < len(self._tuples):
+            return self._tuples[index]
         if index < len(self._pairs):
             subject, obj = self._pairs[index].tolist()
             return self._phrases[subject], self._relations[int(self._verbs[index])], self._phrases[obj]
@@ -71,12 +74,13 @@ class Triples(_Facts):
         self._added.append(triple)
 
     def saved(self) -> list[Triple]:
-        """The saved facts as tuples, made in one pass of array gathers."""
-        if not len(self._pairs):
-            return []
-        names, verbs = np.array(self._phrases, dtype=object), np.array(self._relations, dtype=object)
-        subjects, objects = names[self._pairs[:, 0]].tolist(), names[self._pairs[:, 1]].tolist()
-        return list(zip(subjects, verbs[self._verbs].tolist(), objects))
+        """The saved facts as tuples, made once in one pass of array gathers and kept (a write's lookups, the
+        fact -> row dict and the sorted fact order, all hold them)."""
+        if self._tuples is None:
+            names, verbs = np.array(self._phrases, dtype=object), np.array(self._relations, dtype=object)
+            subjects, objects = names[self._pairs[:, 0]].tolist(), names[self._pairs[:, 1]].tolist()
+            self._tuples = list(zip(subjects, verbs[self._verbs].tolist(), objects))
+        return self._tuples
 
     def listed(self) -> list[Triple]:
         """Every fact as a tuple, in row order."""

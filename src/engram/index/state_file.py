@@ -31,7 +31,6 @@ from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
-from engram.types import Triple
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")
@@ -62,7 +61,6 @@ ARRAYS = [
 ]
 TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
 VECTORS = [f"{role}.npy" for role in ROLES]  # checked on a thread while the tables are read (gigabytes at 100k)
-NAMES = [*TABLES, *VECTORS]
 log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 
@@ -261,11 +259,4 @@ def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:
     passages, phrases, facts = state.passages, state.phrases, state.facts
     state.passage_order.restore(arrays["order_passage"], lambda r: passages[r].id)
     state.phrase_order.restore(arrays["order_phrase"], phrases.__getitem__)
-    saved: list[list[Triple]] = []  # the saved facts as tuples, made at once when the order is first looked up
-
-    def fact_of(row: int) -> Triple:
-        if not saved:
-            saved.append(facts.saved())
-        return saved[0][row]
-
-    state.fact_order.restore(arrays["order_fact"], fact_of)
+    state.fact_order.restore(arrays["order_fact"], lambda r: facts.saved()[r])  # tuples made once, when looked up

@@ -114,11 +114,6 @@ def file_checksum(path: Path, like: str = "", stop: threading.Event | None = Non
     return digest.text()
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file."""
-    return file_checksum(path)
-
-
 def _checksum_or_error(path: Path, like: str) -> str | OSError:
     try:
         return file_checksum(path, like)
