@@ -17,6 +17,7 @@ does), so the recall is that of the whole procedure.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import resource
 import sys
@@ -76,11 +77,12 @@ def confirmed(vectors: Vectors, q: int, targets: npt.NDArray[np.int64]) -> npt.N
 
 
 def exact_pairs(vectors: Vectors, rows: npt.NDArray[np.int64]) -> set[tuple[int, int]]:
-    sims = vectors[rows] @ vectors.T
     out = set()
-    for q, row in zip(rows.tolist(), sims):
-        hits = confirmed(vectors, q, np.flatnonzero(row >= THRESHOLD - SLACK))[:TOP_K]
-        out.update((q, int(t)) for t in hits)
+    for start in range(0, len(rows), 256):  # in blocks: 256 x rows float32 at a time
+        block = rows[start : start + 256]
+        for q, row in zip(block.tolist(), vectors[block] @ vectors.T):
+            hits = confirmed(vectors, q, np.flatnonzero(row >= THRESHOLD - SLACK))[:TOP_K]
+            out.update((q, int(t)) for t in hits)
     return out
 
 
@@ -245,28 +247,33 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
         del search
 
 
-def measure_engram(name: str, vectors: Vectors) -> None:
+def measure_engram(name: str, vectors: Vectors, batches: int = 1) -> None:
     """engram's own synonym search with approximate search forced (`SynonymLists(ann_min_rows=0)`: the default
-    index, its candidates re-checked exactly, rows their own search misses compared exactly), all rows added in
-    one batch: time, and the recall of its edges (pairs in either phrase's list) on the sampled rows."""
+    index, its candidates re-checked exactly, rows their own search misses paired as the library does), the rows
+    added in `batches` equal batches (as a build adds them): time, and the recall of its edges (pairs in either
+    phrase's list) on the sampled rows."""
     from engram.graph.synonyms import SynonymLists
 
     rows = np.sort(np.random.default_rng(1).choice(len(vectors), SAMPLE, replace=False)).astype(np.int64)
     truth = exact_pairs(vectors, rows)
     lists = SynonymLists(threshold=THRESHOLD, top_k=TOP_K, ann_min_rows=0)
-    every = np.arange(len(vectors), dtype=np.int64)
-    start = time.perf_counter()
-    lists.add(every, every, lambda r: vectors[r], [f"{i:09d}" for i in range(len(vectors))])
-    seconds = time.perf_counter() - start
+    keys = [f"{i:09d}" for i in range(len(vectors))]
+    cuts = np.linspace(0, len(vectors), batches + 1).astype(np.int64).tolist()
+    seconds = 0.0
+    for a, b in itertools.pairwise(cuts):
+        start = time.perf_counter()
+        lists.add(np.arange(a, b, dtype=np.int64), np.arange(b, dtype=np.int64), lambda r: vectors[r], keys)
+        seconds += time.perf_counter() - start
     edges = {(row, other) for row, items in lists.lists.items() for _, _, other in items}
     found = {(q, t) for q, t in truth if (q, t) in edges or (t, q) in edges}
     lost = len(getattr(lists.ann, "lost", ()))
-    print(f"\n{name}: engram SynonymLists, approximate search forced, {len(vectors):,} rows in one batch: "
+    print(f"\n{name}: engram SynonymLists, approximate search forced, {len(vectors):,} rows in {batches} batch(es): "
           f"{seconds:.1f} s, {lost} rows their own search missed, edges' recall {len(found) / max(1, len(truth)):.4f} "
           f"of {len(truth)} sampled pairs", flush=True)  # fmt: skip
 
 
 def main() -> int:
+    global THREADS, SAMPLE
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=300_000)
     parser.add_argument("--k", type=int, default=16, help="neighbours searched first (widened when all match)")
@@ -280,9 +287,11 @@ def main() -> int:
     )
     parser.add_argument("--only", default="", help="regular expression: measure only the matching settings")
     parser.add_argument("--engram", action="store_true", help="also engram's own synonym search (ANN forced)")
+    parser.add_argument("--sample", type=int, default=SAMPLE, help="rows whose exact pairs the recall is over")
+    parser.add_argument("--batches", type=int, default=1, help="--engram adds the rows in this many batches")
+    parser.add_argument("--engram-only", action="store_true", help="with --vectors: only engram's synonym search")
     args = parser.parse_args()
-    global THREADS
-    THREADS = args.threads
+    THREADS, SAMPLE = args.threads, args.sample
     try:
         import faiss
 
@@ -292,9 +301,10 @@ def main() -> int:
     if args.vectors is not None:
         rows = np.load(args.vectors, mmap_mode="r", allow_pickle=False)[: args.size]
         chosen = np.ascontiguousarray(rows, dtype=np.float32)
-        measure(str(args.vectors), chosen, args.k, args.only)
-        if args.engram:
-            measure_engram(str(args.vectors), chosen)
+        if not args.engram_only:
+            measure(str(args.vectors), chosen, args.k, args.only)
+        if args.engram or args.engram_only:
+            measure_engram(str(args.vectors), chosen, args.batches)
         return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)

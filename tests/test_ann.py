@@ -11,7 +11,7 @@ import pytest
 
 from engram import GraphConfig, InputError, MemoryConfig
 from engram.embed import HashEmbedder
-from engram.graph import ann
+from engram.graph import ann, synonyms
 from engram.graph.synonyms import ANN_FIRST_K, SynonymLists
 
 if not ann.available():
@@ -278,6 +278,33 @@ def test_rows_their_own_search_misses_are_compared_exactly(
     forgetful = property(lambda self: _Forgetful(), lambda self, value: None)
     monkeypatch.setattr(AnnIndex, "lost", forgetful, raising=False)
     assert pairs(lists_of(0, keys, vectors)) != exact  # the contrast: without the exact pass, pairs are lost
+
+
+def test_a_large_batch_pairs_earlier_lost_rows_by_their_own_searches(
+    one_faiss_thread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of many rows does not compare every row with every lost one (rows x lost, quadratic over a
+    build): the rows lost in earlier batches search for themselves and their hits among the batch count the
+    other way round; only rows lost now are compared exactly, with the lost ones. Oracle: the exact search's
+    pairs (order-independent), for copies split across two batches."""
+    vectors = copies_among_random(2)
+    keys = [f"p{i:04d}" for i in range(3000)]
+    exact = pairs(lists_of(None, keys, vectors))
+    monkeypatch.setattr(synonyms, "ANN_ROW_COST", 1)  # searching is cheap: take the search path at this size
+    compared: list[int] = []
+    real = SynonymLists._exact_pairs
+
+    def spy(self: SynonymLists, rows: np.ndarray, others: np.ndarray, vectors_of: Any) -> Any:
+        compared.append(len(rows))
+        return real(self, rows, others, vectors_of)
+
+    monkeypatch.setattr(SynonymLists, "_exact_pairs", spy)
+    lists = SynonymLists(threshold=0.8, top_k=100, ann_min_rows=0)
+    for a, b in ((0, 1500), (1500, 3000)):
+        lists.add(np.arange(a, b, dtype=np.int64), np.arange(b, dtype=np.int64), lambda r: vectors[r], keys)
+    assert lists.ann is not None and lists.ann.lost
+    assert compared and max(compared) <= len(lists.ann.lost) < 1500  # only lost rows were compared exactly
+    assert pairs(lists) == exact
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:

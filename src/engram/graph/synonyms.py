@@ -10,10 +10,12 @@ With `ann_min_rows` set, candidates come from an approximate nearest-neighbour i
 `ann_min_rows` phrases are searched and that is cheaper (0: always) instead of scoring every phrase: exact
 all-pairs search is quadratic, which a large memory's build cannot afford. The candidates' cosines are then
 recomputed exactly, as above, so a list is the exact one whenever the index returns the true neighbours (recall
-measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact. A phrase that the
-search for its own vector does not return is one no search reaches (the graph's pruning cuts a few off in
-groups of near copies): it is noted in the index's `lost` set, and every phrase searched from then on in this
-session is compared with the lost ones exactly.
+measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact. A pair that one
+side's search finds counts for both sides. A phrase that the search for its own vector does not return is one no
+search reaches (the graph's pruning cuts a few off in groups of near copies): it is noted in the index's `lost`
+set (this session only), and phrases searched later are paired with the lost ones too: a few by comparing them
+with every lost phrase exactly, many (a build's batch) by the lost phrases' own searches, read the other way
+round, plus an exact comparison among the lost phrases themselves (which no search finds from either side).
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ from engram.graph.ann import AnnIndex
 IntArray = npt.NDArray[np.int64]
 Neighbour = tuple[float, str, int]  # (cosine, key, row)
 VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
+Pairs = tuple[IntArray, IntArray]  # (searched rows, candidate rows), position by position
 
 SLACK = 1e-4  # float32 candidates within this of the threshold are re-checked exactly
 ANN_FIRST_K = 16  # neighbours asked of the ANN index per phrase at first (widened while all of them pass)
 ANN_ROW_COST = 2000  # adding or searching one row of an HNSW index costs about this many exact cosines
+# a row that its own search does not return lies where the graph is poorly linked, and its search misses
+# neighbours that a wider one finds (bench/README.md): lost rows search this wide
+LOST_K = 256
 
 
 class SynonymLists:
@@ -119,23 +125,39 @@ class SynonymLists:
         index = self.ann_index(vectors, top)
         wanted = np.zeros(top, dtype=bool)
         wanted[targets] = True
-        pairs: list[tuple[IntArray, IntArray]] = []
+        pairs: list[Pairs] = []
+        missed: list[IntArray] = []
         for start in range(0, len(rows), self.block):
             block = rows[start : start + self.block]
             qi, ti = index.neighbours(vectors(block), self.threshold, ANN_FIRST_K, index.size)
             itself = np.zeros(len(block), dtype=bool)
             itself[qi[block[qi] == ti]] = True
-            index.lost.update(block[~itself].tolist())  # its own search missed it: no search reaches it
+            missed.append(block[~itself])
             pairs.append((block[qi], ti))
-        lost = np.array(sorted(index.lost), dtype=np.int64)
-        lost = lost[lost < top]
-        if len(lost):
-            lost_vectors = vectors(lost)
-            for start in range(0, len(rows), self.block):  # every searched row against every lost one, exactly
-                block = rows[start : start + self.block]
-                qi, li = np.nonzero(vectors(block) @ lost_vectors.T >= self.threshold - SLACK)
-                pairs.append((block[qi], lost[li]))
+        lost_now = np.concatenate(missed)
+        index.lost.update(lost_now.tolist())  # its own search missed it: no search reaches it
+        pairs.extend(self._searched(index, lost_now, LOST_K, vectors))  # its neighbourhood, searched wider
+        pairs.extend(self._lost_pairs(index, rows, top, vectors))
+        self._confirm(found, pairs, rows, wanted, vectors, keys)
+
+    def _confirm(
+        self,
+        found: dict[int, list[Neighbour]],
+        pairs: list[Pairs],
+        rows: IntArray,
+        wanted: npt.NDArray[np.bool_],
+        vectors: VectorsOf,
+        keys: Sequence[str],
+    ) -> None:
+        """Add to `found` the candidate pairs whose exact cosine passes, each once: pairs of a searched row and
+        a wanted one, including those a search found the other way round (from a searched or lost row)."""
+        top = len(wanted)
         q_rows, t_rows = np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])
+        searched = np.zeros(top, dtype=bool)
+        searched[rows] = True
+        back = t_rows < top
+        back[back] = searched[t_rows[back]]  # a hit that was searched too: the pair seen from its side
+        q_rows, t_rows = np.concatenate([q_rows, t_rows[back]]), np.concatenate([t_rows, q_rows[back]])
         keep = (t_rows < top) & (q_rows != t_rows)
         keep[keep] = wanted[t_rows[keep]]
         pair = np.unique(q_rows[keep] * top + t_rows[keep])
@@ -147,6 +169,49 @@ class SynonymLists:
             for a, b, sim in zip(q.tolist(), t.tolist(), exact.tolist()):
                 if sim >= self.threshold:
                     found[a].append((sim, keys[b], b))
+
+    def _lost_pairs(self, index: AnnIndex, rows: IntArray, top: int, vectors: VectorsOf) -> list[Pairs]:
+        """Candidate pairs (searched row, lost row) that the searches of `rows` cannot give: a lost row is one
+        no search returns. Few rows are compared with every lost row exactly; for many, that costs rows x lost
+        (quadratic over a build), so the lost rows that were not searched now search for themselves instead
+        (their hits among `rows`, the other way round: cosines are symmetric) and only rows lost now are
+        compared with every lost row exactly (neither of two lost rows' searches returns the other)."""
+        lost = np.array(sorted(index.lost), dtype=np.int64)
+        lost = lost[lost < top]
+        if not len(lost):
+            return []
+        searched = np.zeros(top, dtype=bool)
+        searched[rows] = True
+        earlier = lost[~searched[lost]]
+        if len(rows) * len(lost) <= ANN_ROW_COST * len(earlier) + (len(lost) - len(earlier)) * len(lost):
+            return self._exact_pairs(rows, lost, vectors)
+        out = self._exact_pairs(lost[searched[lost]], lost, vectors)
+        for found, hits in self._searched(index, earlier, LOST_K, vectors):
+            keep = hits < top
+            keep[keep] = searched[hits[keep]]
+            out.append((hits[keep], found[keep]))
+        return out
+
+    def _searched(self, index: AnnIndex, rows: IntArray, k: int, vectors: VectorsOf) -> list[Pairs]:
+        """(row, hit) pairs of the rows' searches, starting with `k` results each."""
+        out: list[Pairs] = []
+        for start in range(0, len(rows), self.block):
+            block = rows[start : start + self.block]
+            qi, ti = index.neighbours(vectors(block), self.threshold, k, index.size)
+            out.append((block[qi], ti))
+        return out
+
+    def _exact_pairs(self, rows: IntArray, others: IntArray, vectors: VectorsOf) -> list[Pairs]:
+        """(row, other) pairs whose float32 cosine is within `SLACK` of the threshold, by exact products."""
+        out: list[Pairs] = []
+        if not len(rows) or not len(others):
+            return out
+        other_vectors = vectors(others)
+        for start in range(0, len(rows), self.block):
+            block = rows[start : start + self.block]
+            qi, oi = np.nonzero(vectors(block) @ other_vectors.T >= self.threshold - SLACK)
+            out.append((block[qi], others[oi]))
+        return out
 
     def ann_index(self, vectors: VectorsOf, rows: int) -> AnnIndex:
         """The ANN index, holding at least phrase rows 0..rows-1 (rows are added when first needed and never
