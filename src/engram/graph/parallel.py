@@ -9,7 +9,9 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +30,7 @@ def _threads() -> int:
 
 THREADS = _threads()
 MIN_WORK = 200_000  # non-zeros (or vector elements / 64) below which one thread does it all
+CHUNK_ROWS = 1 << 17  # rows per chunk of `row_chunks`: fixed, so per-chunk sums do not depend on the threads
 
 _pool: list[ThreadPoolExecutor] = []
 _pool_lock = threading.Lock()
@@ -91,3 +94,39 @@ def row_dots(vectors: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) 
     for future in futures:
         future.result()
     return out
+
+
+@dataclass(frozen=True)
+class RowChunks:
+    """A matrix in chunks of `CHUNK_ROWS` rows (`parts`: first row, end row, the rows as a view), and the chunks
+    split into about `THREADS` runs of equal non-zeros (`groups`), one per thread."""
+
+    parts: list[tuple[int, int, sp.csr_matrix]]
+    groups: list[range]
+
+    def run(self, work: Callable[[int], None]) -> None:
+        """`work(c)` for every chunk c, each group's chunks in order on one thread (the caller runs the first):
+        a step that touches each chunk's rows once, while they are in cache, on all threads."""
+        futures = [_executor().submit(_each, work, group) for group in self.groups[1:]]
+        _each(work, self.groups[0])
+        for future in futures:
+            future.result()
+
+
+def _each(work: Callable[[int], None], chunks: range) -> None:
+    for chunk in chunks:
+        work(chunk)
+
+
+def row_chunks(matrix: sp.csr_matrix) -> RowChunks:
+    """`RowChunks` of a CSR matrix (views: its arrays are shared)."""
+    rows = int(matrix.shape[0])
+    parts = [
+        (a, min(rows, a + CHUNK_ROWS), _rows_view(matrix, a, min(rows, a + CHUNK_ROWS)))
+        for a in range(0, rows, CHUNK_ROWS)
+    ]
+    work = np.cumsum([part[2].nnz + (part[1] - part[0]) for part in parts])
+    cuts = np.searchsorted(work, np.linspace(0, int(work[-1]) if len(work) else 0, THREADS + 1)[1:-1]).tolist()
+    edges = [0, *cuts, len(parts)]
+    groups = [range(a, b) for a, b in itertools.pairwise(edges) if b > a] or [range(0)]
+    return RowChunks(parts, groups)

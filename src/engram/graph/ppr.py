@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from engram.graph.parallel import matvec, row_blocks
+from engram.graph.parallel import RowChunks, matvec, row_blocks, row_chunks
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -102,6 +103,11 @@ class SymmetricWalk:
     def size(self) -> int:
         return int(self.matrix.shape[0])
 
+    @cached_property
+    def chunks(self) -> RowChunks:
+        """The matrix in fixed chunks of rows, for the solver's fused steps on a large graph."""
+        return row_chunks(self.matrix)
+
 
 def symmetric_walk(adjacency: sp.csr_matrix) -> SymmetricWalk:
     """`SymmetricWalk` of a symmetric weighted adjacency matrix (duplicates summed, column indices sorted, so
@@ -138,7 +144,10 @@ def solve_pagerank(
     r = _checked_reset(reset, walk.size)
     single = r.ndim == 1
     b = r * (walk.inverse_root if single else walk.inverse_root[:, None])
-    y = _conjugate_gradients(walk.product, b, damping, tol, max_iter)
+    if len(walk.chunks.parts) > 1:
+        y = _chunked_conjugate_gradients(walk.chunks, b, damping, tol, max_iter)
+    else:
+        y = _conjugate_gradients(walk.product, b, damping, tol, max_iter)
     x = y * (walk.root if single else walk.root[:, None])
     x[walk.dangling] = r[walk.dangling]
     out: FloatArray = x / x.sum(axis=0)
@@ -191,5 +200,63 @@ def _conjugate_gradients(
         fresh = _dots(residual, residual)
         direction *= np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)
         direction += residual
+        rr = fresh
+    return y
+
+
+def _chunked_conjugate_gradients(
+    chunks: RowChunks, b: FloatArray, damping: float, tol: float, max_iter: int
+) -> FloatArray:
+    """`_conjugate_gradients` for a large graph: each iteration is three steps over the chunks of rows (the
+    sparse product with the update that needs it, then the solution and residual, then the direction), each
+    chunk's vector work done while its rows are in cache and the chunks on all threads. The floats are those
+    of one thread: every chunk's work and partial dot product is the same whichever thread runs it."""
+    y: FloatArray = b.copy()
+    residual, direction, product = np.empty_like(b), np.empty_like(b), np.empty_like(b)
+    parts = np.zeros((len(chunks.parts), *b.shape[1:]))
+    scale: list[FloatArray] = []  # this step's alpha or beta, set before the step runs
+
+    def start(c: int) -> None:  # residual = damping S b (y = b), the first direction
+        a, e, rows = chunks.parts[c]
+        r = residual[a:e]
+        r[...] = rows @ y
+        r *= damping
+        direction[a:e] = r
+        parts[c] = _dots(r, r)
+
+    def step_product(c: int) -> None:  # product = (I - damping S) direction, and its curvature
+        a, e, rows = chunks.parts[c]
+        p = product[a:e]
+        p[...] = rows @ direction
+        p *= -damping
+        p += direction[a:e]
+        parts[c] = _dots(direction[a:e], p)
+
+    def step_solution(c: int) -> None:  # y += alpha direction, residual -= alpha product
+        a, e, _ = chunks.parts[c]
+        y[a:e] += direction[a:e] * scale[0]
+        r = residual[a:e]
+        r -= product[a:e] * scale[0]
+        parts[c] = _dots(r, r)
+
+    def step_direction(c: int) -> None:  # direction = residual + beta direction
+        a, e, _ = chunks.parts[c]
+        d = direction[a:e]
+        d *= scale[0]
+        d += residual[a:e]
+
+    chunks.run(start)
+    rr = parts.sum(axis=0)
+    limit = (tol**2) * _dots(b, b)
+    for _ in range(max_iter):
+        if np.all(rr <= limit):
+            break
+        chunks.run(step_product)
+        curvature = parts.sum(axis=0)
+        scale[:] = [np.divide(rr, curvature, out=np.zeros_like(rr), where=curvature > 0)]
+        chunks.run(step_solution)
+        fresh = parts.sum(axis=0)
+        scale[:] = [np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)]
+        chunks.run(step_direction)
         rr = fresh
     return y
