@@ -126,7 +126,7 @@ class SynonymLists:
         wanted = np.zeros(top, dtype=bool)
         wanted[targets] = True
         pairs: list[Pairs] = []
-        missed: list[IntArray] = []
+        missed: list[IntArray] = [np.zeros(0, dtype=np.int64)]
         for start in range(0, len(rows), self.block):
             block = rows[start : start + self.block]
             qi, ti = index.neighbours(vectors(block), self.threshold, ANN_FIRST_K, index.size)
