@@ -186,10 +186,10 @@ class SynonymLists:
         if len(rows) * len(lost) <= ANN_ROW_COST * len(earlier) + (len(lost) - len(earlier)) * len(lost):
             return self._exact_pairs(rows, lost, vectors)
         out = self._exact_pairs(lost[searched[lost]], lost, vectors)
-        for found, hits in self._searched(index, earlier, LOST_K, vectors):
+        for lost_rows, hits in self._searched(index, earlier, LOST_K, vectors):
             keep = hits < top
             keep[keep] = searched[hits[keep]]
-            out.append((hits[keep], found[keep]))
+            out.append((hits[keep], lost_rows[keep]))
         return out
 
     def _searched(self, index: AnnIndex, rows: IntArray, k: int, vectors: VectorsOf) -> list[Pairs]:
