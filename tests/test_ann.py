@@ -358,6 +358,43 @@ def test_a_loaded_index_maps_its_graph_and_grows_beside_it(tmp_path: Path) -> No
         AnnIndex.load(tmp_path / "b.faiss", 64, tmp_path / "missing.faiss")
 
 
+@pytest.mark.parametrize("records", [False, True])
+def test_the_lost_rows_are_saved_with_the_index(tmp_path: Path, records: bool) -> None:
+    """The rows no search reaches stay known across sessions (later phrases are paired with them), as rows of
+    the reopened state whether its labels are taken as they are or matched by phrase hash; a cache written
+    before `phrase-lost.npy` existed loads with none."""
+    from engram import Memory
+
+    docs, extractions, config = ann_memory(tmp_path / "m", seed=8)
+    folder = tmp_path / "m" / "index" / "ann"
+
+    def session(part: slice, lost: set[int] | None = None) -> tuple[set[str], set[str]]:
+        """The lost phrases as loaded, and as the session ends (what its close saves)."""
+        with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+            state = memory._live.load()
+            state.synonyms.ann_loader()
+            index = state.synonyms.ann
+            assert index is not None
+            loaded = {state.phrases[r] for r in index.lost}
+            if lost is not None:
+                index.lost = set(lost)
+            memory.index(docs[part], extractions=extractions[part])  # a change: the close saves the index
+            phrases = memory._live.load().phrases
+            return loaded, {phrases[r] for r in index.lost}
+
+    _, saved = session(slice(200, 210), lost={3, 17, 101})
+    assert len(saved) >= 3
+    if records:  # rebuilt from the records: rows are matched by phrase hash
+        for state_file in (tmp_path / "m" / "index").glob("g*/state.json"):
+            state_file.unlink()
+    assert session(slice(210, 212))[0] == saved
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["files"]["phrase-lost.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (folder / "phrase-lost.npy").unlink()
+    assert session(slice(0, 0))[0] == set()
+
+
 def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) -> None:
     """A session that adds a few phrases to a loaded index writes them beside `phrase.faiss`, which stays the
     same file; the next session loads both; many additions are merged into one graph again. Each time the

@@ -61,7 +61,7 @@ class AnnIndex:
         self.labels: IntArray = np.zeros(0, dtype=np.int64)
         # rows that a search for their own vector did not return: the graph's neighbour pruning cuts a few off
         # in groups of near copies, and no search reaches them however wide (bench/README.md); callers compare
-        # them exactly. Noted by callers as they search, in this session only (not saved with the index)
+        # them exactly. Noted by callers as they search; saved with the index by its cache (index.ann_cache)
         self.lost: set[int] = set()
 
     @property

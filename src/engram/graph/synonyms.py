@@ -13,7 +13,7 @@ recomputed exactly, as above, so a list is the exact one whenever the index retu
 measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the search is exact. A pair that one
 side's search finds counts for both sides. A phrase that the search for its own vector does not return is one no
 search reaches (the graph's pruning cuts a few off in groups of near copies): it is noted in the index's `lost`
-set (this session only), and phrases searched later are paired with the lost ones too: a few by comparing them
+set (saved with the index), and phrases searched later are paired with the lost ones too: a few by comparing them
 with every lost phrase exactly, many (a build's batch) by the lost phrases' own searches, read the other way
 round, plus an exact comparison among the lost phrases themselves (which no search finds from either side).
 """

@@ -1,16 +1,16 @@
 """The phrase ANN index kept on disk beside the vector snapshot, so a large memory does not rebuild it on open.
 
-`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), optionally `phrase-added.faiss`
-(the entries added since `phrase.faiss` was written, which follow its entries), `phrase-rows.npy` (int64, the
-writing process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each
-entry's phrase, 32 per entry) and `manifest.json` (the files' checksums, CRC-32 for the graphs, and the saved
-state whose rows the labels are, written last). Loading maps `phrase.faiss` read-only (engram.graph.ann) and
-reads `phrase-added.faiss` into RAM; a save leaves `phrase.faiss` as it is while the additions stay within
-`ADDED_SHARE` of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening
-from that saved state the labels are taken as they are, else entries are matched to the new process's rows by
-phrase hash (entries of phrases no longer in the memory are dropped from results); files that do not match
-their checksums are ignored (the index is then rebuilt when first needed). Files are written under temporary
-names and renamed into place.
+`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), optionally `phrase-added.faiss` (the
+entries added since `phrase.faiss` was written, which follow its entries), `phrase-rows.npy` (int64, the writing
+process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each entry's phrase, 32
+per entry), `phrase-lost.npy` (int64, the entries that their own search did not return, see engram.graph.synonyms;
+optional: older caches lack it) and `manifest.json` (the files' checksums, CRC-32 for the graphs, and the saved
+state whose rows the labels are, written last). Loading maps `phrase.faiss` read-only (engram.graph.ann) and reads
+`phrase-added.faiss` into RAM; a save leaves `phrase.faiss` as it is while the additions stay within `ADDED_SHARE`
+of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening from that saved
+state the labels are taken as they are, else entries are matched to the new process's rows by phrase hash (entries
+of phrases no longer in the memory are dropped from results); files that do not match their checksums are ignored
+(the index is then rebuilt when first needed). Files are written under temporary names and renamed into place.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ INDEX_FILE = "phrase.faiss"
 ADDED_FILE = "phrase-added.faiss"  # entries added since phrase.faiss was written (optional)
 FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
 ADDED_SHARE = 0.25  # more entries added than this share of the saved graph: the next save writes one graph
+LOST_FILE = "phrase-lost.npy"  # entries no search reaches (AnnIndex.lost, as entry numbers; optional)
 log = logging.getLogger(__name__)
 
 
@@ -66,7 +67,9 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     rows = index.labels
     digests = b"".join(_digest(state.phrases[r]) if r >= 0 else bytes(32) for r in rows.tolist())
     keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32)
-    for name, array in (("phrase-rows.npy", rows), ("phrase-keys.npy", keys)):
+    lost = np.flatnonzero(np.isin(rows, np.fromiter(index.lost, dtype=np.int64, count=len(index.lost))))
+    lost = lost[rows[lost] >= 0].astype(np.int64)
+    for name, array in (("phrase-rows.npy", rows), ("phrase-keys.npy", keys), (LOST_FILE, lost)):
         tmp = folder / f".{name}.tmp"
         with tmp.open("wb") as handle:
             np.save(handle, array, allow_pickle=False)
@@ -104,8 +107,8 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         sums = manifest["files"]
-        added = ADDED_FILE in sums
-        verify_files(folder, sums, [*FILES, ADDED_FILE] if added else FILES)
+        added, with_lost = ADDED_FILE in sums, LOST_FILE in sums
+        verify_files(folder, sums, [*FILES, *([ADDED_FILE] if added else []), *([LOST_FILE] if with_lost else [])])
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
@@ -124,6 +127,10 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
                 count=len(keys),
             )
         index.relabel(new)
+        lost = np.load(folder / LOST_FILE, allow_pickle=False) if with_lost else np.zeros(0, dtype=np.int64)
+        if lost.ndim != 1 or (len(lost) and (int(lost.min()) < 0 or int(lost.max()) >= len(new))):
+            raise ValueError("lost entries beyond the index")
+        index.lost = set(new[lost][new[lost] >= 0].tolist())
     except (OSError, ValueError, KeyError, TypeError, SnapshotDamaged) as exc:
         log.warning("phrase ANN index in %s is not used (%s): it is rebuilt when needed", folder, exc)
         return False
