@@ -128,7 +128,11 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
             )
         index.relabel(new)
         lost = np.load(folder / LOST_FILE, allow_pickle=False) if with_lost else np.zeros(0, dtype=np.int64)
-        if lost.ndim != 1 or (len(lost) and (int(lost.min()) < 0 or int(lost.max()) >= len(new))):
+        if (
+            lost.ndim != 1
+            or lost.dtype.kind not in "iu"
+            or (len(lost) and not 0 <= int(lost.min()) <= int(lost.max()) < len(new))
+        ):
             raise ValueError("lost entries beyond the index")
         index.lost = set(new[lost][new[lost] >= 0].tolist())
     except (OSError, ValueError, KeyError, TypeError, SnapshotDamaged) as exc:
