@@ -125,26 +125,23 @@ class SynonymLists:
         index = self.ann_index(vectors, top)
         wanted = np.zeros(top, dtype=bool)
         wanted[targets] = True
-        pairs: list[Pairs] = []
-        missed: list[IntArray] = [np.zeros(0, dtype=np.int64)]
-        for start in range(0, len(rows), self.block):
-            block = rows[start : start + self.block]
-            qi, ti = index.neighbours(vectors(block), self.threshold, ANN_FIRST_K, index.size)
-            itself = np.zeros(len(block), dtype=bool)
-            itself[qi[block[qi] == ti]] = True
-            missed.append(block[~itself])
-            pairs.append((block[qi], ti))
-        lost_now = np.concatenate(missed)
+        searched = np.zeros(top, dtype=bool)
+        searched[rows] = True
+        pairs = self._searched(index, rows, ANN_FIRST_K, vectors)
+        itself = np.zeros(top, dtype=bool)
+        for q, t in pairs:
+            itself[q[q == t]] = True
+        lost_now = rows[~itself[rows]]
         index.lost.update(lost_now.tolist())  # its own search missed it: no search reaches it
         pairs.extend(self._searched(index, lost_now, LOST_K, vectors))  # its neighbourhood, searched wider
-        pairs.extend(self._lost_pairs(index, rows, top, vectors))
-        self._confirm(found, pairs, rows, wanted, vectors, keys)
+        pairs.extend(self._lost_pairs(index, rows, searched, vectors))
+        self._confirm(found, pairs, searched, wanted, vectors, keys)
 
     def _confirm(
         self,
         found: dict[int, list[Neighbour]],
         pairs: list[Pairs],
-        rows: IntArray,
+        searched: npt.NDArray[np.bool_],
         wanted: npt.NDArray[np.bool_],
         vectors: VectorsOf,
         keys: Sequence[str],
@@ -153,8 +150,6 @@ class SynonymLists:
         a wanted one, including those a search found the other way round (from a searched or lost row)."""
         top = len(wanted)
         q_rows, t_rows = np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])
-        searched = np.zeros(top, dtype=bool)
-        searched[rows] = True
         back = t_rows < top
         back[back] = searched[t_rows[back]]  # a hit that was searched too: the pair seen from its side
         q_rows, t_rows = np.concatenate([q_rows, t_rows[back]]), np.concatenate([t_rows, q_rows[back]])
@@ -170,18 +165,20 @@ class SynonymLists:
                 if sim >= self.threshold:
                     found[a].append((sim, keys[b], b))
 
-    def _lost_pairs(self, index: AnnIndex, rows: IntArray, top: int, vectors: VectorsOf) -> list[Pairs]:
-        """Candidate pairs (searched row, lost row) that the searches of `rows` cannot give: a lost row is one
-        no search returns. Few rows are compared with every lost row exactly; for many, that costs rows x lost
-        (quadratic over a build), so the lost rows that were not searched now search for themselves instead
-        (their hits among `rows`, the other way round: cosines are symmetric) and only rows lost now are
-        compared with every lost row exactly (neither of two lost rows' searches returns the other)."""
+    def _lost_pairs(
+        self, index: AnnIndex, rows: IntArray, searched: npt.NDArray[np.bool_], vectors: VectorsOf
+    ) -> list[Pairs]:
+        """Candidate pairs (searched row, lost row) that the searches of `rows` (marked in `searched`) cannot
+        give: a lost row is one no search returns. Few rows are compared with every lost row exactly; for many,
+        that costs rows x lost (quadratic over a build), so the lost rows that were not searched now search for
+        themselves instead (their hits among `rows`, the other way round: cosines are symmetric) and only rows
+        lost now are compared with every lost row exactly (neither of two lost rows' searches returns the
+        other)."""
+        top = len(searched)
         lost = np.array(sorted(index.lost), dtype=np.int64)
         lost = lost[lost < top]
         if not len(lost):
             return []
-        searched = np.zeros(top, dtype=bool)
-        searched[rows] = True
         earlier = lost[~searched[lost]]
         if len(rows) * len(lost) <= ANN_ROW_COST * len(earlier) + (len(lost) - len(earlier)) * len(lost):
             return self._exact_pairs(rows, lost, vectors)
