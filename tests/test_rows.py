@@ -87,6 +87,80 @@ def test_snapshot_file_of_blocks_is_what_np_save_writes(tmp_path: Path) -> None:
     assert np.load(io.BytesIO(empty.getvalue())).shape == (0, 8)
 
 
+def test_spilled_rows_read_write_and_save_as_before(tmp_path: Path) -> None:
+    rows, whole = two_blocks(tmp_path)
+    original = whole.copy()
+    assert not rows.spill(tmp_path / "spill", least=40)  # 34 appended rows: fewer than asked, nothing moves
+    before = rows.view()
+    tail = rows.tail
+    assert rows.spill(tmp_path / "spill", least=1)
+    assert rows.tail_size == 0 and len(rows.spilled) == 1 and not list((tmp_path / "spill").iterdir())  # unnamed
+    assert not np.shares_memory(rows.spilled[0].rows, tail)
+    more = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    rows.append(more)
+    rows.spill(tmp_path / "spill", least=1)
+    rows.append(more[:2])
+    whole = np.vstack([whole, more, more[:2]])
+    view = rows.view()
+    assert len(view.blocks) == 4 and np.array_equal(np.asarray(view), whole)
+    vector = np.random.default_rng(4).standard_normal(8).astype(np.float32)
+    assert np.array_equal(view.dots(vector), np.einsum("ij,j->i", whole, vector))
+    for row in (3, 45, 75, len(whole) - 1):  # base, first spill, second spill, tail
+        rows.set_row(row, np.full(8, row, dtype=np.float32))
+        whole[row] = row
+    rows.release()  # the pages go; the rows, the changes included, are read again from the file's pages
+    assert np.array_equal(np.asarray(rows.view()), whole)
+    original[3] = 3  # the base is shared with the view taken before the spill; its tail is not
+    assert np.array_equal(np.asarray(before), original)
+    written, expected = io.BytesIO(), io.BytesIO()
+    released: list[int] = []
+    _write_npy(written, rows.blocks(), lambda part: (released.append(len(part)), rows.release(part)))
+    np.save(expected, whole, allow_pickle=False)
+    assert written.getvalue() == expected.getvalue() and sum(released) == len(whole)
+
+
+def resident_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident size from /proc")
+def test_spilled_rows_leave_the_process_memory(tmp_path: Path) -> None:
+    """Oracle: the kernel's count of this process's resident memory (VmRSS), around 128 MiB of rows."""
+    rows = Rows(256)
+    rows.append(np.random.default_rng(5).standard_normal((131_072, 256)).astype(np.float32))
+    with_tail = resident_kib()
+    rows.spill(tmp_path)
+    spilled = resident_kib()
+    assert with_tail - spilled > 100 * 1024  # the tail's 128 MiB left the process
+    total = float(np.asarray(rows.view()).sum())  # reads every row: the file's pages are mapped in
+    assert resident_kib() - spilled > 100 * 1024
+    rows.release()
+    assert resident_kib() - spilled < 20 * 1024 and float(np.asarray(rows.view()).sum()) == total
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident size from /proc")
+def test_a_saved_base_written_out_leaves_the_process_memory_unless_changed(tmp_path: Path) -> None:
+    """Writing a snapshot drops the pages of the saved rows it wrote (oracle: VmRSS), except when a row of the
+    copy-on-write base was changed: that page holds the only copy of the change."""
+    matrix = np.random.default_rng(6).standard_normal((131_072, 256)).astype(np.float32)
+    np.save(tmp_path / "m.npy", matrix)
+    del matrix
+    rows = Rows(256)
+    rows.adopt(np.load(tmp_path / "m.npy", mmap_mode="c"))
+    opened = resident_kib()
+    _write_npy(io.BytesIO(), rows.blocks())  # reads every page, keeps them
+    assert resident_kib() - opened > 100 * 1024
+    _write_npy(io.BytesIO(), rows.blocks(), rows.release)
+    assert resident_kib() - opened < 20 * 1024
+    rows.set_row(7, np.full(256, 7.0, dtype=np.float32))
+    _write_npy(out := io.BytesIO(), rows.blocks(), rows.release)
+    assert np.load(io.BytesIO(out.getvalue()))[7].tolist() == [7.0] * 256
+    assert rows.view()[7].tolist() == [7.0] * 256  # the change outlived the write
+
+
 def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
     """Oracle: the list of frozensets the arrays were made from, through reads, replacements and appends."""
     from engram.index.saved_tables import RowSets

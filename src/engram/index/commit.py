@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from engram.index.state_file import state_files
 from engram.store.base import Store
 from engram.store.snapshot import ROLES, BlockTable, VectorTable, write_snapshot
 from engram.types import Progress
+
+log = logging.getLogger(__name__)
 
 EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
@@ -128,6 +131,20 @@ def synonym_payload(state: IndexState, rows: set[int]) -> dict[str, list[tuple[s
     return {state.phrases[r]: [(key, sim) for sim, key, _ in state.synonyms.list_of(r)] for r in sorted(rows)}
 
 
+def spill_vectors(root: Path | None, state: IndexState) -> None:
+    """Move each role's appended vector rows out of RAM into unnamed files under the memory's `index/` (see
+    `Rows.spill`) and drop the pages this process read of those moved before. The rows are in the store
+    already; when the disk refuses, they stay in RAM."""
+    if root is None:
+        return
+    for role, rows in state.vectors.items():
+        try:
+            rows.spill(root / "index")
+        except OSError as error:
+            log.warning("%s vectors stay in RAM: could not move them to a file under %s (%s)", role, root, error)
+        rows.release()
+
+
 def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     keys = {
         "passage": [text_hash(passage_text(p)) for p in state.passages],
@@ -135,6 +152,8 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         "fact": [text_hash(fact_text(f)) for f in state.facts],
     }
     tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
-    sums = write_snapshot(root, generation, tables, state_files(state, generation))
+    sums = write_snapshot(
+        root, generation, tables, state_files(state, generation), lambda role, rows: state.vectors[role].release(rows)
+    )
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
     state.saved_as = sums["state.json"]

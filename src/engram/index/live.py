@@ -17,6 +17,7 @@ from engram.index.commit import (
     fill_vectors,
     load_state,
     save_snapshot,
+    spill_vectors,
     synonym_payload,
 )
 from engram.index.state import IndexState
@@ -88,6 +89,7 @@ class LiveIndex:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
                 self.state, changed, token = self._load_state(generation)
+                spill_vectors(self.root, self.state)  # rows a rebuild from the records appended
                 restored = token is not None
                 self.state.saved_as = token
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
@@ -190,6 +192,8 @@ class LiveIndex:
                 clock.lap("embed")
                 changed = state.update_synonyms()
                 clock.lap("synonyms")
+                spill_vectors(self.root, state)  # the new rows are read from files from here on
+                clock.lap("spill")
                 eager = self._others_reading()  # then derive the next view here, not in their way
                 following = self._derive(state) if eager else None  # before the commit: readers keep the old one
                 clock.lap("view")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import tempfile
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Generic, TypeVar, cast, overload
+from pathlib import Path
+from typing import IO, Generic, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +19,7 @@ from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
+SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
 
 
 class RowView:
@@ -91,20 +96,23 @@ class RowView:
 
 
 class Rows:
-    """A growable float32 matrix in two blocks: `base`, a saved matrix taken as it is (a copy-on-write memory
-    map of a snapshot stays one), and `tail`, the rows appended since, in memory (capacity grows by half: the
-    slack is RAM). Appending never copies the base, so the first change after opening a large memory does
-    not pull its vectors into RAM."""
+    """A growable float32 matrix in blocks: `base`, a saved matrix taken as it is (a copy-on-write memory map of
+    a snapshot stays one), then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped
+    shared), then `tail`, the rows appended since, in memory (capacity grows by half: the slack is RAM).
+    Appending never copies the base, so the first change after opening a large memory does not pull its vectors
+    into RAM."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.base: Vectors = np.zeros((0, dim), dtype=np.float32)
+        self.base_pages: Pages | None = None
+        self.spilled: list[Spilled] = []
         self.tail: Vectors = np.zeros((16, dim), dtype=np.float32)
         self.tail_size = 0
 
     @property
     def size(self) -> int:
-        return len(self.base) + self.tail_size
+        return len(self.base) + sum(len(s.rows) for s in self.spilled) + self.tail_size
 
     def append(self, vectors: Vectors) -> None:
         need = self.tail_size + len(vectors)
@@ -116,24 +124,116 @@ class Rows:
         self.tail_size = need
 
     def set_row(self, row: int, vector: Vectors) -> None:
-        """Overwrite an existing row (a copy-on-write base keeps the change in this process only)."""
+        """Overwrite an existing row (a copy-on-write base keeps the change in this process only; a spilled
+        row's change goes to its file's pages, which `release` never drops unwritten)."""
         if row < len(self.base):
             self.base[row] = vector
-        else:
-            self.tail[row - len(self.base)] = vector
+            self.base_pages = None  # its written page must stay
+            return
+        row -= len(self.base)
+        for spill in self.spilled:
+            if row < len(spill.rows):
+                spill.rows[row] = vector
+                return
+            row -= len(spill.rows)
+        self.tail[row] = vector
 
     def view(self) -> RowView:
         return RowView(self.blocks(), self.dim)
 
     def blocks(self) -> list[Vectors]:
-        """The base, then the appended rows (either may be empty)."""
-        return [self.base, self.tail[: self.tail_size]]
+        """The base, the spilled blocks, then the appended rows (any may be empty)."""
+        return [self.base, *(s.rows for s in self.spilled), self.tail[: self.tail_size]]
 
     def adopt(self, matrix: Vectors) -> None:
         """Hold `matrix` as the rows, not copied (later appends go to the tail)."""
         self.base = matrix
+        self.base_pages = Pages.of(matrix)
+        self.spilled = []
         self.tail = np.zeros((16, self.dim), dtype=np.float32)
         self.tail_size = 0
+
+    def spill(self, folder: Path, least: int | None = None) -> bool:
+        """Move the appended rows, when there are at least `least`, to an unnamed temporary file in `folder`
+        (gone with the process, even after a crash), mapped shared: the rows read as before, and their pages
+        belong to the kernel's page cache, not to this process, once `release`d. Views taken before keep the
+        rows they had. Returns whether rows moved. `least` defaults to `SPILL_ROWS`."""
+        if self.tail_size < max(SPILL_ROWS if least is None else least, 1):
+            return False
+        spill = Spilled.write(folder, self.tail[: self.tail_size])
+        self.spilled.append(spill)
+        self.tail = np.zeros((16, self.dim), dtype=np.float32)
+        self.tail_size = 0
+        return True
+
+    def release(self, window: Vectors | None = None) -> None:
+        """Drop this process's pages of the spilled rows, or those of `window` (rows of one block: a spilled
+        one, or a memory-mapped base no `set_row` wrote to); they are read again from the page cache or the
+        file when next used. Rows in RAM: no-op."""
+        for spill in self.spilled:
+            spill.pages.drop(window)
+        if window is not None and self.base_pages is not None:
+            self.base_pages.drop(window)
+
+
+class Pages:
+    """The pages of rows held in a file mapping (`rows` starts `offset` bytes into `mapping`), which `drop` gives
+    back to the kernel: a shared mapping's, or a private one's never written (dropping a written private page
+    would lose the change)."""
+
+    def __init__(self, mapping: mmap.mmap, rows: Vectors, offset: int) -> None:
+        self.mapping, self.rows, self.offset = mapping, rows, offset
+        self.start = int(rows.__array_interface__["data"][0])
+
+    @classmethod
+    def of(cls, rows: Vectors) -> Pages | None:
+        """The pages of a memory-mapped matrix (np.load's `mmap_mode`), None for rows in RAM."""
+        mapping = rows.base
+        if not isinstance(mapping, mmap.mmap) or mapping.closed or not rows.flags.c_contiguous:
+            return None
+        anchor = ctypes.c_char.from_buffer(mapping)  # the mapping's first byte (a copy-on-write map is writable)
+        try:
+            offset = int(rows.__array_interface__["data"][0]) - ctypes.addressof(anchor)
+        finally:
+            del anchor
+        return cls(mapping, rows, offset) if 0 <= offset <= len(mapping) - rows.nbytes else None
+
+    def drop(self, window: Vectors | None = None) -> None:
+        """Drop all the pages, or those wholly inside `window` (rows of `rows`; other rows are ignored)."""
+        if not hasattr(self.mapping, "madvise"):
+            return
+        first, size = 0, self.rows.nbytes
+        if window is not None:
+            at = int(window.__array_interface__["data"][0]) - self.start
+            if not 0 <= at < self.rows.nbytes or not window.flags.c_contiguous:
+                return
+            first, size = at, min(window.nbytes, self.rows.nbytes - at)
+        page = mmap.PAGESIZE
+        first += self.offset
+        lo, hi = -(-first // page) * page, (first + size) // page * page  # whole pages inside the window only
+        if hi > lo:
+            self.mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+class Spilled:
+    """Rows in an unnamed temporary file, mapped shared and writable."""
+
+    def __init__(self, handle: IO[bytes], mapping: mmap.mmap, rows: Vectors) -> None:
+        self.handle, self.rows = handle, rows
+        self.pages = Pages(mapping, rows, 0)
+
+    @classmethod
+    def write(cls, folder: Path, rows: Vectors) -> Spilled:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (held open as long as the rows are)
+        try:
+            handle.write(np.ascontiguousarray(rows, dtype=np.float32).reshape(-1).view(np.uint8).data)
+            handle.flush()
+            mapping = mmap.mmap(handle.fileno(), rows.nbytes, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            handle.close()
+            raise
+        return cls(handle, mapping, np.frombuffer(mapping, dtype=np.float32).reshape(rows.shape))
 
 
 K = TypeVar("K", str, Triple)

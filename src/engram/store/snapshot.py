@@ -26,6 +26,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,23 +130,31 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_npy(handle: Any, blocks: list[Vectors]) -> None:
+def _write_npy(handle: Any, blocks: list[Vectors], written: Callable[[Vectors], object] | None = None) -> None:
     """One float32 .npy file of the row blocks stacked (the bytes `np.save` writes for the stacked matrix),
-    converted a slice at a time, so no stacked copy is made."""
+    converted a slice at a time, so no stacked copy is made; `written(rows)` is told each slice once written."""
     rows = sum(len(b) for b in blocks)
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
               "shape": (rows, int(blocks[0].shape[1]))}  # fmt: skip
     np.lib.format.write_array_header_1_0(handle, header)
     for block in blocks:
         for start in range(0, len(block), WRITE_ROWS):
-            handle.write(np.ascontiguousarray(block[start : start + WRITE_ROWS], dtype="<f4").tobytes())
+            part = block[start : start + WRITE_ROWS]
+            handle.write(np.ascontiguousarray(part, dtype="<f4").tobytes())
+            if written is not None:
+                written(part)
 
 
 def write_snapshot(
-    root: Path, generation: int, tables: BlockTable, extra: dict[str, Writer] | None = None
+    root: Path,
+    generation: int,
+    tables: BlockTable,
+    extra: dict[str, Writer] | None = None,
+    written: Callable[[str, Vectors], object] | None = None,
 ) -> dict[str, str]:
     """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
-    manifest. Returns the files' checksums (as written by this call, whatever another process writes later)."""
+    manifest; `written(role, rows)` is told each slice of vector rows once written (to let their pages go).
+    Returns the files' checksums (as written by this call, whatever another process writes later)."""
     final = snapshot_dir(root, generation)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".g{generation}.", dir=final.parent))
@@ -153,7 +162,9 @@ def write_snapshot(
         sums: dict[str, str] = {}
         for role, (_, matrix) in tables.items():
             blocks = [matrix] if isinstance(matrix, np.ndarray) else list(matrix)
-            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", lambda h, b=blocks: _write_npy(h, b), crc=True)
+            done = None if written is None else (lambda rows, r=role: written(r, rows))
+            save = partial(_write_npy, blocks=blocks, written=done)
+            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", save, crc=True)
         keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
         sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
         for name, write in (extra or {}).items():
