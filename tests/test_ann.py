@@ -294,9 +294,9 @@ def test_a_large_batch_pairs_earlier_lost_rows_by_their_own_searches(
     compared: list[int] = []
     real = SynonymLists._exact_pairs
 
-    def spy(self: SynonymLists, rows: np.ndarray, others: np.ndarray, vectors_of: Any) -> Any:
+    def spy(self: SynonymLists, rows: np.ndarray, others: np.ndarray, vectors_of: Any, kept: Any) -> Any:
         compared.append(len(rows))
-        return real(self, rows, others, vectors_of)
+        return real(self, rows, others, vectors_of, kept)
 
     monkeypatch.setattr(SynonymLists, "_exact_pairs", spy)
     lists = SynonymLists(threshold=0.8, top_k=100, ann_min_rows=0)
@@ -427,3 +427,19 @@ def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) ->
     assert (base, added) == (400, 60) and grown == fresh(299)
     assert not (folder / "phrase-added.faiss").exists()
     assert session(slice(0, 0))[:2] == (598, 0)
+
+
+def test_the_lost_rows_vectors_are_read_once_and_follow_the_lost_set() -> None:
+    """Oracle: the rows gathered directly from the matrix; each row is read through the callback only once."""
+    matrix = np.random.default_rng(9).standard_normal((50, 8)).astype(np.float32)
+    index = AnnIndex(8)
+    reads: list[int] = []
+
+    def gather(rows: np.ndarray) -> np.ndarray:
+        reads.extend(rows.tolist())
+        return matrix[rows]
+
+    for lost in ([3, 7, 20], [3, 7, 20], [1, 7, 20, 44], [44], [], [0, 44, 49]):
+        rows = np.array(lost, dtype=np.int64)
+        assert np.array_equal(index.lost_vectors(rows, gather), matrix[rows])
+    assert sorted(reads) == [0, 1, 3, 7, 20, 44, 44, 49]  # 44 kept while it stayed lost, read again after []

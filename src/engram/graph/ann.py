@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,23 @@ class AnnIndex:
         # in groups of near copies, and no search reaches them however wide (bench/README.md); callers compare
         # them exactly. Noted by callers as they search; saved with the index by its cache (index.ann_cache)
         self.lost: set[int] = set()
+        self._lost_rows: IntArray = np.zeros(0, dtype=np.int64)  # rows whose vectors `lost_vectors` keeps
+        self._lost_vectors: Vectors = np.zeros((0, dim), dtype=np.float32)
+
+    def lost_vectors(self, rows: IntArray, vectors: Callable[[IntArray], Vectors]) -> Vectors:
+        """The vectors of `rows` (lost rows, sorted), each read through `vectors` once and then kept (a row's
+        vector never changes): every new phrase is compared with the lost ones, and reading them afresh, spread
+        over a memory-mapped matrix, would pull most of its pages in at every insert."""
+        have = self._lost_rows
+        if not np.array_equal(have, rows):
+            at = np.minimum(np.searchsorted(have, rows), max(len(have) - 1, 0))
+            known = have[at] == rows if len(have) else np.zeros(len(rows), dtype=bool)
+            out = np.empty((len(rows), self.dim), dtype=np.float32)
+            out[known] = self._lost_vectors[at[known]]
+            if not known.all():
+                out[~known] = vectors(rows[~known])
+            self._lost_rows, self._lost_vectors = rows.copy(), out
+        return self._lost_vectors
 
     @property
     def size(self) -> int:

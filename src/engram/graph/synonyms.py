@@ -179,10 +179,10 @@ class SynonymLists:
         lost = lost[lost < top]
         if not len(lost):
             return []
-        earlier = lost[~searched[lost]]
+        earlier, kept = lost[~searched[lost]], index.lost_vectors(lost, vectors)
         if len(rows) * len(lost) <= ANN_ROW_COST * len(earlier) + (len(lost) - len(earlier)) * len(lost):
-            return self._exact_pairs(rows, lost, vectors)
-        out = self._exact_pairs(lost[searched[lost]], lost, vectors)
+            return self._exact_pairs(rows, lost, vectors, kept)
+        out = self._exact_pairs(lost[searched[lost]], lost, vectors, kept)
         for lost_rows, hits in self._searched(index, earlier, LOST_K, vectors):
             keep = hits < top
             keep[keep] = searched[hits[keep]]
@@ -198,12 +198,14 @@ class SynonymLists:
             out.append((block[qi], ti))
         return out
 
-    def _exact_pairs(self, rows: IntArray, others: IntArray, vectors: VectorsOf) -> list[Pairs]:
-        """(row, other) pairs whose float32 cosine is within `SLACK` of the threshold, by exact products."""
+    def _exact_pairs(
+        self, rows: IntArray, others: IntArray, vectors: VectorsOf, other_vectors: npt.NDArray[np.float32]
+    ) -> list[Pairs]:
+        """(row, other) pairs whose float32 cosine is within `SLACK` of the threshold, by exact products (the
+        others' vectors given)."""
         out: list[Pairs] = []
         if not len(rows) or not len(others):
             return out
-        other_vectors = vectors(others)
         for start in range(0, len(rows), self.block):
             block = rows[start : start + self.block]
             qi, oi = np.nonzero(vectors(block) @ other_vectors.T >= self.threshold - SLACK)
