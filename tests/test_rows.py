@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.index.rows import Rows
+from engram.index.rows import Pages, Rows
 from engram.store.snapshot import _write_npy
 
 
@@ -159,6 +159,8 @@ def test_a_saved_base_written_out_leaves_the_process_memory_unless_changed(tmp_p
     _write_npy(out := io.BytesIO(), rows.blocks(), rows.release)
     assert np.load(io.BytesIO(out.getvalue()))[7].tolist() == [7.0] * 256
     assert rows.view()[7].tolist() == [7.0] * 256  # the change outlived the write
+    assert Pages.of(np.load(tmp_path / "m.npy", mmap_mode="r")) is None  # read-only: nothing to give back
+    assert Pages.of(np.zeros((4, 256), dtype=np.float32)) is None  # rows in RAM
 
 
 def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:

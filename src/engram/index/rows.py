@@ -191,7 +191,10 @@ class Pages:
         mapping = rows.base
         if not isinstance(mapping, mmap.mmap) or mapping.closed or not rows.flags.c_contiguous:
             return None
-        anchor = ctypes.c_char.from_buffer(mapping)  # the mapping's first byte (a copy-on-write map is writable)
+        try:
+            anchor = ctypes.c_char.from_buffer(mapping)  # the mapping's first byte (a copy-on-write map is writable)
+        except (TypeError, ValueError):  # a read-only mapping: its pages are kept
+            return None
         try:
             offset = int(rows.__array_interface__["data"][0]) - ctypes.addressof(anchor)
         finally:
