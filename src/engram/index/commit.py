@@ -133,9 +133,9 @@ def synonym_payload(state: IndexState, rows: set[int]) -> dict[str, list[tuple[s
 
 def spill_vectors(root: Path | None, state: IndexState) -> None:
     """Move each role's appended vector rows out of RAM into unnamed files under the memory's `index/` (see
-    `Rows.spill`) and drop the pages this process read of those moved before, and of the saved phrase vectors
-    (only a change's synonym search reads those, a few rows each time; queries keep the fact and passage
-    pages they read). The rows are in the store already; when the disk refuses, they stay in RAM."""
+    `Rows.spill`; the rows are in the store already, and stay in RAM when the disk refuses), and drop the pages
+    this process read of the phrase vectors: only a change's synonym search reads those, a few rows each time,
+    while queries keep reading the fact and passage pages they hold."""
     if root is None:
         return
     for role, rows in state.vectors.items():
@@ -143,8 +143,8 @@ def spill_vectors(root: Path | None, state: IndexState) -> None:
             rows.spill(root / "index")
         except OSError as error:
             log.warning("%s vectors stay in RAM: could not move them to a file under %s (%s)", role, root, error)
-        rows.release()
     phrases = state.vectors["phrase"]
+    phrases.release()
     phrases.release(phrases.base)
 
 

@@ -222,8 +222,11 @@ class Spilled:
     """Rows in an unnamed temporary file, mapped shared and writable."""
 
     def __init__(self, handle: IO[bytes], mapping: mmap.mmap, rows: Vectors) -> None:
-        self.handle, self.rows = handle, rows
-        self.pages = Pages(mapping, rows, 0)
+        self.handle, self.pages = handle, Pages(mapping, rows, 0)
+
+    @property
+    def rows(self) -> Vectors:
+        return self.pages.rows
 
     @classmethod
     def write(cls, folder: Path, rows: Vectors) -> Spilled:
