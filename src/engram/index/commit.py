@@ -143,9 +143,7 @@ def spill_vectors(root: Path | None, state: IndexState) -> None:
             rows.spill(root / "index")
         except OSError as error:
             log.warning("%s vectors stay in RAM: could not move them to a file under %s (%s)", role, root, error)
-    phrases = state.vectors["phrase"]
-    phrases.release()
-    phrases.release(phrases.base)
+    state.vectors["phrase"].release()
 
 
 def save_snapshot(root: Path, generation: int, state: IndexState) -> None:

@@ -167,13 +167,11 @@ class Rows:
         return True
 
     def release(self, window: Vectors | None = None) -> None:
-        """Drop this process's pages of the spilled rows, or those of `window` (rows of one block: a spilled
-        one, or a memory-mapped base no `set_row` wrote to); they are read again from the page cache or the
-        file when next used. Rows in RAM: no-op."""
-        for spill in self.spilled:
-            spill.pages.drop(window)
-        if window is not None and self.base_pages is not None:
-            self.base_pages.drop(window)
+        """Drop this process's pages of the mapped rows (spilled ones, and a memory-mapped base no `set_row`
+        wrote to), or only those of `window` (rows of one block); they are read again from the page cache or
+        the file when next used. Rows in RAM: no-op."""
+        for pages in [*(s.pages for s in self.spilled), *([self.base_pages] if self.base_pages else [])]:
+            pages.drop(window)
 
 
 class Pages:
