@@ -20,7 +20,6 @@ round, plus an exact comparison among the lost phrases themselves (which no sear
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ import numpy.typing as npt
 
 from engram.bulk import collector_paused
 from engram.graph.ann import AnnIndex
+from engram.graph.pair_arrays import SortedPairs
 
 IntArray = npt.NDArray[np.int64]
 Neighbour = tuple[float, str, int]  # (cosine, key, row)
@@ -58,6 +58,7 @@ class SynonymLists:
         self.lists: dict[int, list[Neighbour]] = {}
         self.incoming: dict[int, set[int]] = {}
         self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
+        self._edge_arrays = SortedPairs()  # `edges` of the table, patched by the pairs `_set` changes
         self._saved: tuple[dict[str, npt.NDArray[Any]], Sequence[str]] | None = None  # restored, not built
         self._saved_edges: tuple[IntArray, npt.NDArray[np.float64]] | None = None
 
@@ -243,6 +244,7 @@ class SynonymLists:
         for _, _, old in self.lists.get(row, []):
             self.incoming.get(old, set()).discard(row)
             pair = (min(row, old), max(row, old))
+            self._edge_arrays.mark(pair)
             if touched is not None:
                 touched.add(pair)
             count, sim = self._edges[pair]
@@ -254,6 +256,7 @@ class SynonymLists:
         for sim, _, new in neighbours:
             self.incoming.setdefault(new, set()).add(row)
             pair = (min(row, new), max(row, new))
+            self._edge_arrays.mark(pair)
             if touched is not None:
                 touched.add(pair)
             self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
@@ -303,6 +306,7 @@ class SynonymLists:
     def load(self, lists: dict[int, list[Neighbour]]) -> None:
         self._saved, self._saved_edges = None, None
         self.lists, self.incoming, self._edges = {}, {}, {}
+        self._edge_arrays.reset()
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 
@@ -328,6 +332,7 @@ class SynonymLists:
         if len(offsets) != len(rows) + 1 or int(offsets[-1]) != size or len(arrays["sims"]) != size:
             raise ValueError("saved synonym lists disagree")
         self.lists, self.incoming, self._edges = {}, {}, {}
+        self._edge_arrays.reset()
         self._saved = (dict(arrays), keys)
         self._saved_edges = None
 
@@ -385,12 +390,9 @@ class SynonymLists:
         return len(self._edges_of_saved()[1]) if self._saved is not None else len(self._edges)
 
     def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
-        """Undirected edges (i < j) with their cosines (kept up to date by `_set`: O(edges), not O(phrases))."""
+        """Undirected edges (i < j) with their cosines, sorted; read-only arrays (the edge table's, patched by the
+        pairs changed since the last call: O(edges) copies, not a sort of every edge)."""
         if self._saved is not None:
             pairs, cosines = self._edges_of_saved()
             return pairs.copy(), cosines.copy()
-        keys = sorted(self._edges)
-        edges = self._edges
-        pairs = np.fromiter(itertools.chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys))
-        sims = np.fromiter((edges[k][1] for k in keys), dtype=np.float64, count=len(keys))
-        return pairs.reshape(-1, 2), sims
+        return self._edge_arrays.arrays(self._edges)

@@ -1,0 +1,77 @@
+"""Sorted arrays of a table of pairs that changes a few pairs at a time (the synonym edges).
+
+A view of a large memory needs the synonym edges as arrays (pairs i < j in order, and their cosines) after every
+commit; sorting every edge of the table again costs O(edges log edges) in Python objects each time (tens of ms
+at 100k passages). `SortedPairs` keeps the arrays of the last call and the pairs marked since, and patches: the
+marked pairs are taken out and those still in the table put back with their current value, in a few vectorised
+copies. The result is the one a full sort gives, entry for entry (tests/test_pair_arrays.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+Pair = tuple[int, int]
+Table = Mapping[Pair, tuple[int, float]]  # pair -> (how many lists hold it, cosine)
+A = TypeVar("A", IntArray, FloatArray)
+SHIFT = np.int64(1 << 32)  # (a, b) -> a * SHIFT + b: one sortable key per pair (rows below 2**32)
+
+
+class SortedPairs:
+    """The arrays of a `{(i, j): (count, cosine)}` table, kept up to date by marking each pair whose entry
+    changes."""
+
+    def __init__(self) -> None:
+        self._keys: IntArray | None = None  # sorted pair keys of the last arrays, or None (none made yet)
+        self._values: FloatArray = np.zeros(0, dtype=np.float64)
+        self._marked: set[Pair] = set()
+
+    def reset(self) -> None:
+        """Forget the arrays (the table was replaced): the next call sorts the whole table."""
+        self._keys, self._values, self._marked = None, np.zeros(0, dtype=np.float64), set()
+
+    def mark(self, pair: Pair) -> None:
+        """Note that `pair` was added, removed or changed in the table."""
+        if self._keys is not None:
+            self._marked.add(pair)
+
+    def arrays(self, table: Table) -> tuple[IntArray, FloatArray]:
+        """(pairs (n, 2), values) of `table` sorted by pair; read-only arrays, new ones after each change."""
+        if self._keys is None or len(self._marked) > max(1024, len(self._keys) // 4):
+            self._keys, self._values = self._sorted(table)
+        elif self._marked:
+            self._keys, self._values = self._patched(self._keys, self._values, table)
+        self._marked = set()
+        pairs = np.column_stack([self._keys // SHIFT, self._keys % SHIFT]).reshape(-1, 2)
+        pairs.setflags(write=False)
+        return pairs, self._values
+
+    def _sorted(self, table: Table) -> tuple[IntArray, FloatArray]:
+        keys = sorted(table)
+        flat = np.fromiter(itertools.chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys)).reshape(-1, 2)
+        values = np.fromiter((table[k][1] for k in keys), dtype=np.float64, count=len(keys))
+        return _frozen(flat[:, 0] * SHIFT + flat[:, 1]), _frozen(values)
+
+    def _patched(self, keys: IntArray, values: FloatArray, table: Table) -> tuple[IntArray, FloatArray]:
+        marked = sorted(self._marked)
+        drop = np.array([a * int(SHIFT) + b for a, b in marked], dtype=np.int64)
+        at = np.searchsorted(keys, drop)
+        hit = at[(at < len(keys)) & (keys[np.minimum(at, max(len(keys) - 1, 0))] == drop)] if len(keys) else at[:0]
+        keys, values = np.delete(keys, hit), np.delete(values, hit)
+        now = [p for p in marked if p in table]
+        add = np.array([a * int(SHIFT) + b for a, b in now], dtype=np.int64)
+        where = np.searchsorted(keys, add)
+        new_values = np.array([table[p][1] for p in now], dtype=np.float64)
+        return _frozen(np.insert(keys, where, add)), _frozen(np.insert(values, where, new_values))
+
+
+def _frozen(array: A) -> A:
+    array.setflags(write=False)
+    return array
