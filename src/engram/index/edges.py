@@ -6,7 +6,8 @@ computes them: a relation pair's support, a synonym pair's cosine, a passage's c
 relation and synonym weights summed (two terms: the same float in either order). The canonical positions of the
 surviving nodes only shift when keys are inserted or removed before them, which keeps every row's columns in
 order, so the patched matrix is the built one entry for entry, to the bit (tests/test_view_patch.py). A patch is
-O(non-zeros) in vectorised copies instead of a sort of every edge; past `Touched.limit` changes it rebuilds.
+O(non-zeros) in slice copies instead of a sort of every edge (the walk's scaling is redone only around the rows
+that changed, engram.graph.ppr.patched_walk); past `Touched.limit` changes it rebuilds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 
@@ -26,6 +28,7 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 SHIFT = np.int64(1 << 32)  # (a, b) -> a * SHIFT + b: one sortable key per pair of rows
+MAX_RUNS = 4096  # a patch assembles its rows run by run (slice copies) up to this many runs, else by masks
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Edges:
     support: FloatArray
     context: IntArray  # (C, 2) (passage row, phrase row) of alive passages, by passage row then phrase row
     adjacency: sp.csr_matrix  # over the alive nodes in canonical order, unnormalised
+    walk: SymmetricWalk  # the adjacency's walk (patched from the last view's along with the adjacency)
     patched: bool
 
 
@@ -48,15 +52,16 @@ def derive_edges(
     if base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
         relation, support = _patch_relation(base, touched.relation, state.relation)
         context = _patch_context(base.context, touched.passages, state, alive)
-        adjacency = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
-        if adjacency is not None:
-            edges = Edges(relation, support, context, adjacency, True)
+        patched = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
+        if patched is not None:
+            edges = Edges(relation, support, context, *patched, True)
     if edges is None:
         context = _context_table(state, alive)
         relation, support = _relation_table(state)
         adjacency = _canonical_adjacency(relation, support, context, synonyms, node_rows, n_phrases, size, weight)
-        edges = Edges(relation, support, context, adjacency, False)
-    state.keep_patch_base(PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, context))
+        edges = Edges(relation, support, context, adjacency, symmetric_walk(adjacency), False)
+    kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, context, edges.walk)
+    state.keep_patch_base(kept)
     return edges
 
 
@@ -169,10 +174,11 @@ def _patch_context(context: IntArray, passages: set[int], state: IndexState, ali
 
 def _patch_adjacency(
     base: PatchBase, passages: set[int], pairs: set[tuple[int, int]], state: IndexState, node_rows: IntArray, size: int
-) -> sp.csr_matrix | None:
+) -> tuple[sp.csr_matrix, SymmetricWalk] | None:
     """The previous canonical adjacency with the entries of touched passages and phrase pairs (and of nodes that
-    died) replaced by their current ones, over the new canonical order; None when surviving nodes changed their
-    order (never expected: the caller then builds).
+    died) replaced by their current ones, over the new canonical order, and its walk (patched from the previous
+    one: engram.graph.ppr.patched_walk); None when surviving nodes changed their order (never expected: the
+    caller then builds).
 
     Only the rows that change are taken apart: those of dead nodes and touched passages, their neighbours, the
     ends of touched pairs and of the fresh entries. Every other row keeps its entries as they are, its columns
@@ -206,7 +212,8 @@ def _patch_adjacency(
     keys = np.concatenate([kept, add])
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
-    return _assemble(old, remap, old_of, redo, keys, data, n_new)
+    matrix, carried, copied = _assemble(old, base.walk.matrix.data, remap, old_of, redo, keys, data, n_new)
+    return matrix, patched_walk(matrix, base.walk, old_of, copied, carried)
 
 
 def _segments(indptr: npt.NDArray[np.integer], rows: IntArray) -> IntArray:
@@ -238,30 +245,70 @@ def _kept_entries(
 
 def _assemble(
     old: sp.csr_matrix,
+    old_walk: FloatArray,
     remap: IntArray,
     old_of: IntArray,
     redo: BoolArray,
     keys: IntArray,
     data: FloatArray,
     n_new: int,
-) -> sp.csr_matrix:
+) -> tuple[sp.csr_matrix, FloatArray, BoolArray]:
     """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
-    sorted `keys` and `data`."""
+    sorted `keys` and `data`; the old walk's values carried to the copied rows' entries (the others left
+    unset); which new rows were copied."""
     lengths = np.diff(old.indptr).astype(np.int64)
     copied = old_of >= 0  # by new row: copied as it was
     copied[copied] = ~redo[old_of[copied]]
-    new_lengths = np.bincount(keys // n_new, minlength=n_new).astype(np.int64)
+    key_lengths = np.bincount(keys // n_new, minlength=n_new).astype(np.int64)
+    new_lengths = key_lengths.copy()
     new_lengths[copied] = lengths[old_of[copied]]
     indptr = np.concatenate([[0], np.cumsum(new_lengths)]).astype(np.int64)
+    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n_new < 2**31 else np.int64)
+    values, carried = np.empty(int(indptr[-1]), dtype=np.float64), np.empty(int(indptr[-1]), dtype=np.float64)
+    runs = _runs(copied, old_of)
+    if len(runs) <= MAX_RUNS:
+        key_ptr = np.concatenate([[0], np.cumsum(key_lengths)])
+        columns, moved = keys % n_new, remap.astype(indices.dtype)  # copied rows hold no gone column
+        for start, end, was in runs.tolist():
+            a, b = int(indptr[start]), int(indptr[end])
+            if was >= 0:  # copied rows whose old rows follow each other too: one run of old entries
+                at = int(old.indptr[was])
+                np.take(moved, old.indices[at : at + b - a], out=indices[a:b], mode="clip")
+                values[a:b] = old.data[at : at + b - a]
+                carried[a:b] = old_walk[at : at + b - a]
+            else:
+                indices[a:b] = columns[key_ptr[start] : key_ptr[end]]
+                values[a:b] = data[key_ptr[start] : key_ptr[end]]
+        return _canonical(values, indices, indptr, n_new), carried, copied
     source = np.repeat(~redo & (remap >= 0), lengths)  # by old entry: in a copied row
     target = np.repeat(copied, new_lengths)  # by new entry: in a copied row
-    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n_new < 2**31 else np.int64)
-    values = np.empty(int(indptr[-1]), dtype=np.float64)
     indices[target] = remap[old.indices[source]]
     values[target] = old.data[source]
+    carried[target] = old_walk[source]
     indices[~target] = keys % n_new
     values[~target] = data
-    return sp.csr_matrix((values, indices, indptr), shape=(n_new, n_new))
+    return _canonical(values, indices, indptr, n_new), carried, copied
+
+
+def _canonical(values: FloatArray, indices: npt.NDArray[np.integer], indptr: IntArray, n: int) -> sp.csr_matrix:
+    """The assembled matrix, marked canonical (each row's columns sorted, no duplicates: it is built so, and
+    tests/test_view_patch.py compares it with the built one) so that nothing checks every entry again."""
+    matrix = sp.csr_matrix((values, indices, indptr), shape=(n, n))
+    matrix.has_canonical_format = True
+    return matrix
+
+
+def _runs(copied: BoolArray, old_of: IntArray) -> IntArray:
+    """(start, end, first old row or -1) of each run of new rows that are all copied from consecutive old rows
+    or all built from keys: a patch after a small change has few, each one slice copy."""
+    n = len(copied)
+    if n == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    cut = np.ones(n, dtype=bool)
+    cut[1:] = (copied[1:] != copied[:-1]) | (copied[1:] & (old_of[1:] != old_of[:-1] + 1))
+    starts = np.flatnonzero(cut)
+    ends = np.append(starts[1:], n)
+    return np.column_stack([starts, ends, np.where(copied[starts], old_of[starts], -1)]).astype(np.int64)
 
 
 def _fresh_entries(

@@ -13,6 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from engram.graph.ppr import SymmetricWalk
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -30,7 +32,7 @@ class Touched:
 @dataclass(frozen=True)
 class PatchBase:
     """The last view's edge arrays: its canonical adjacency (unnormalised) over `node_rows` (row-space nodes,
-    phrases then passages, with `n_phrases` phrase rows), relation table and context table."""
+    phrases then passages, with `n_phrases` phrase rows), relation table, context table and walk."""
 
     adjacency: sp.csr_matrix
     node_rows: IntArray
@@ -38,6 +40,7 @@ class PatchBase:
     relation: IntArray
     support: FloatArray
     context: IntArray
+    walk: SymmetricWalk  # the adjacency's walk (patched along with it)
 
     def touch_limit(self) -> int:
         """Touched items past which rebuilding is cheaper than patching."""

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
-from engram.graph.ppr import SymmetricWalk, solve_pagerank, symmetric_walk
+from engram.graph.ppr import SymmetricWalk, solve_pagerank
 from engram.index.edges import derive_edges
 from engram.index.names import NameSnapshot
 from engram.index.rows import RowView
@@ -169,8 +169,8 @@ class GraphIndex:
 
 
 def view(state: IndexState) -> GraphIndex:
-    """Derive the arrays of the current state (vectors are shared, not copied; the edge arrays are patched from
-    the previous view's when few edges changed, engram.index.edges)."""
+    """Derive the arrays of the current state (vectors are shared, not copied; the edge arrays and the walk are
+    patched from the previous view's when few edges changed, engram.index.edges)."""
     n_passages, n_phrases = len(state.passages), len(state.phrases)
     alive = np.array(state.passage_alive, dtype=bool)
     synonyms = state.synonyms.edges()
@@ -202,7 +202,7 @@ def view(state: IndexState) -> GraphIndex:
         pending=counts["pending"],
         failed=counts["failed"],
         node_rows=node_rows,
-        walk=symmetric_walk(edges.adjacency),
+        walk=edges.walk,
         passage_rank=_ranks(order["passage"], n_passages),
         phrase_rank=_ranks(order["phrase"], n_phrases),
         fact_rank=_ranks(order["fact"], len(state.facts)),
