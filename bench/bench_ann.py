@@ -200,6 +200,9 @@ THREADS = 2
 def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
     nlist = int(4 * np.sqrt(size))
     return [
+        ("faiss HNSWFlat M8 efc40 ef32", lambda v: make_faiss_hnsw(v, 8, 40, 32)),
+        ("faiss HNSWFlat M12 efc40 ef32", lambda v: make_faiss_hnsw(v, 12, 40, 32)),
+        ("faiss HNSWFlat M16 efc20 ef32", lambda v: make_faiss_hnsw(v, 16, 20, 32)),
         ("faiss HNSWFlat M16 efc40 ef32", lambda v: make_faiss_hnsw(v, 16, 40, 32)),
         ("faiss HNSWFlat M16 efc80 ef32", lambda v: make_faiss_hnsw(v, 16, 80, 32)),
         ("faiss HNSWFlat M32 efc100 ef64", lambda v: make_faiss_hnsw(v, 32, 100, 64)),

@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +68,34 @@ def peak_rss() -> int:
 def rss() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
+
+
+class AnonPeak:
+    """The peak of the process's anonymous memory (RssAnon in /proc/self/status), sampled every 20 ms by a
+    thread. `ru_maxrss` (the RAM peak column) also counts the mapped files' pages the process touched (vectors,
+    the ANN index), which are page cache the kernel can take back under pressure; this is the part it cannot."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    self.peak = max(self.peak, int(line.split()[1]) * 1024)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self._sample()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return self.peak
 
 
 class QueryCache:
@@ -120,6 +149,7 @@ def child_build(size: int, folder: Path, batch: int, repeat: int, ann: str, prof
     from scale_corpus import Corpus
 
     corpus = Corpus(seed=size)
+    anon = AnonPeak()
     memory = Memory(folder / "m", embedder=HashEmbedder(dim=DIM), config=config_for(ann))
     wall, embed, generate = 0.0, 0.0, 0.0
     steps: dict[str, float] = {}
@@ -152,6 +182,7 @@ def child_build(size: int, folder: Path, batch: int, repeat: int, ann: str, prof
         "steps": steps,
         "stats": report.stats,
         "build_peak": peak_rss(),
+        "build_anon_peak": anon.stop(),
         "build_load": os.getloadavg()[1],
     }
 
@@ -166,6 +197,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
     queries = json.loads((folder / "queries.json").read_text())
     extra = json.loads((folder / "extra.json").read_text())
     embedder = QueryCache(queries)
+    anon = AnonPeak()
     base = rss()
     out: dict[str, Any] = {"insert": [], "insert_embed": [], "insert_steps": [], "delete": [], "delete_steps": []}
     out |= {"first_after_insert": [], "first_after_delete": []}
@@ -185,7 +217,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
         if repeat == 0:  # --reopen: queries only
             out["before_close_peak"] = peak_rss()
             out["close_after"] = timed(memory.close)
-            return out | {"open_peak": peak_rss(), "open_load": os.getloadavg()[1]}
+            return out | {"open_peak": peak_rss(), "open_anon_peak": anon.stop(), "open_load": os.getloadavg()[1]}
         victims = [f"doc{int(i):07d}" for i in np.random.default_rng(size).choice(size, repeat, replace=False)]
         if (folder / "victims.json").exists():  # --reopen --changes: not the documents the first run deleted
             victims = json.loads((folder / "victims.json").read_text())
@@ -205,6 +237,7 @@ def child_open(size: int, folder: Path, repeat: int, ann: str, profile: Path | N
         out["before_close_peak"] = peak_rss()
         out["close_after"] = timed(memory.close)  # writes the saved state that a later --reopen opens from
     out["open_peak"] = peak_rss()
+    out["open_anon_peak"] = anon.stop()
     out["open_load"] = os.getloadavg()[1]
     return out
 
@@ -269,6 +302,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"first insert after open {r['insert'][0]:.3f} s (inserts: "
               f"{', '.join(f'{t:.3f}' for t in r['insert'])} s; the first loads the kept phrase ANN index, if any); "
               f"close after the changes {r['close_after']:.1f} s")
+        if "build_anon_peak" in r:
+            print(f"    anonymous memory peak (RssAnon sampled every 20 ms; the RAM peak also counts mapped files' "
+                  f"pages): build {r['build_anon_peak'] / GIB:.2f} GiB, open+queries+changes "
+                  f"{r['open_anon_peak'] / GIB:.2f} GiB")  # fmt: skip
         loads = r.get("build_load", float("nan")), r.get("open_load", float("nan"))
         print(f"    machine load (5-minute load average on 2 cores) at the end of the build {loads[0]:.1f}, "
               f"of the queries and changes {loads[1]:.1f}")
