@@ -133,3 +133,17 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     assert alive == sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)
     assert state.fact_row._build is None and state.fact_order._saved is None
     assert len(state.relation) == len(dict(state.relation)) and state.relation.source is None
+
+
+def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:
+    """A close saves the query-name table's word counts even when no view counted them, so the first view after
+    opening does not count every passage's words again; they equal a count over the restored passages."""
+    build(tmp_path)  # indexes, deletes and closes; nothing read
+    passages, generation = stored(tmp_path)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
+    assert restored is not None
+    names = restored[0].names
+    assert names._counts is not None
+    counted = names._bulk_counts(restored[0].passage_context, list(restored[0].passage_alive))
+    assert names._counts[: len(names.word_ids)].tolist() == counted.tolist()
+    assert sum(counted.tolist()) > 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -89,3 +90,18 @@ def test_many_changes_rebuild_instead(tmp_path: Path, monkeypatch: pytest.Monkey
         current = memory._current()
         assert not current.patched
         identical(current, built(state))
+
+
+def test_relation_table_of_saved_pairs_sorted_or_not() -> None:
+    """A state file saves its relation pairs sorted, which the first view after opening takes as they are; pairs
+    in any other order are sorted (oracle: Python's sort of the pairs)."""
+    rng = np.random.default_rng(2)
+    pairs = np.unique(rng.integers(0, 300, (500, 2)), axis=0)
+    pairs = pairs[pairs[:, 0] < pairs[:, 1]]
+    counts = rng.integers(1, 5, len(pairs))
+    want = sorted(zip(map(tuple, pairs.tolist()), counts.tolist()))
+    for order in (np.arange(len(pairs)), rng.permutation(len(pairs))):
+        relation = SimpleNamespace(source=(pairs[order], counts[order]))
+        got_pairs, support = edges._relation_table(cast(IndexState, SimpleNamespace(relation=relation)))
+        assert [tuple(p) for p in got_pairs.tolist()] == [p for p, _ in want]
+        assert support.tolist() == [float(c) for _, c in want] and support.dtype == np.float64

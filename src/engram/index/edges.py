@@ -119,6 +119,9 @@ def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
     """Relation pairs in sorted order and their support (from the saved arrays while the dict is unbuilt)."""
     if state.relation.source is not None:
         saved, counts = state.relation.source
+        keys = _keys(saved)
+        if bool((keys[1:] > keys[:-1]).all()):  # saved sorted (a state file is): the sort would change nothing
+            return saved.copy(), counts.astype(np.float64)
         order = np.lexsort((saved[:, 1], saved[:, 0]))
         return saved[order], counts[order].astype(np.float64)
     count = len(state.relation)

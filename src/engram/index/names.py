@@ -125,11 +125,17 @@ class NameTable:
         counts = arrays.get("counts")
         self._counts = None if counts is None else counts.astype(np.int64)
 
-    def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:
-        """The counts as they stand (built from `contexts` and `alive`, the state's, on the first call)."""
+    def count(self, contexts: list[IntArray], alive: list[bool]) -> None:
+        """Build the word counts from `contexts` and `alive` (the state's) unless they are kept already: a saved
+        table then carries them, and the first view after opening need not count every passage again."""
         self._catch_up()
         if self._counts is None:
             self._counts = self._bulk_counts(contexts, alive)
+
+    def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:
+        """The counts as they stand (built from `contexts` and `alive`, the state's, on the first call)."""
+        self.count(contexts, alive)
+        assert self._counts is not None
         counts = self._counts[: len(self.word_ids)].copy()
         if len(counts) < len(self.word_ids):
             counts = np.concatenate([counts, np.zeros(len(self.word_ids) - len(counts), dtype=np.int64)])

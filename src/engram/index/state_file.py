@@ -89,6 +89,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     facts = state.facts.listed()
     relations = sorted({f[1] for f in facts})
     relation_id = {r: i for i, r in enumerate(relations)}
+    state.names.count(state.passage_context, state.passage_alive)  # saved with the counts: none to redo at open
     names, name_arrays = state.names.saved()
     order = state.canonical_rows()
     pairs = sorted(state.relation.items())
