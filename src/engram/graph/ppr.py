@@ -137,7 +137,7 @@ def patched_walk(
     root, inverse_root, dangling = np.empty(n), np.empty(n), np.empty(n, dtype=bool)
     kept = old_of[copied]
     root[copied], inverse_root[copied], dangling[copied] = old.root[kept], old.inverse_root[kept], old.dangling[kept]
-    at, starts = _entries(indptr, fresh)
+    at, starts = row_entries(indptr, fresh)
     degree = np.zeros(len(fresh), dtype=np.float64)
     filled = lengths[fresh] > 0
     if filled.any():  # the row sums as scipy's sum(axis=1) takes them: one reduceat segment per non-empty row
@@ -149,9 +149,9 @@ def patched_walk(
     moved = fresh[~same]  # new rows and rows whose degree moved
     again = np.zeros(n, dtype=bool)
     again[fresh] = True
-    again[indices[_entries(indptr, moved)[0]]] = True  # their neighbours' entries in the moved columns
+    again[indices[row_entries(indptr, moved)[0]]] = True  # their neighbours' entries in the moved columns
     rows = np.flatnonzero(again)
-    at = _entries(indptr, rows)[0]
+    at = row_entries(indptr, rows)[0]
     scale = np.repeat(inverse_root[rows], lengths[rows])
     carried[at] = data[at] * (scale * inverse_root[indices[at]])
     return _walk(adjacency, carried, root, inverse_root, dangling)
@@ -165,7 +165,7 @@ def _roots(degree: FloatArray) -> tuple[FloatArray, FloatArray, npt.NDArray[np.b
     return root, inverse_root, dangling
 
 
-def _entries(indptr: npt.NDArray[np.integer], rows: IntArray) -> tuple[IntArray, IntArray]:
+def row_entries(indptr: npt.NDArray[np.integer], rows: IntArray) -> tuple[IntArray, IntArray]:
     """Positions of every entry of `rows` (row after row) and where each row's run starts among them."""
     lengths = (indptr[rows + 1] - indptr[rows]).astype(np.int64)
     starts = np.cumsum(lengths) - lengths

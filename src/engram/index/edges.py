@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
+from engram.graph.ppr import SymmetricWalk, patched_walk, row_entries, symmetric_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 
@@ -205,7 +205,7 @@ def _patch_adjacency(
     pair_rows = old_position[_pairs(ordered, len(ordered))]
     add, add_data = _fresh_entries(state, ordered, passages, position, n_new)
     redo = cleared.copy()  # rows rebuilt: cleared ones, their neighbours, ends of touched pairs and fresh entries
-    redo[old.indices[_segments(old.indptr, np.flatnonzero(cleared))]] = True
+    redo[old.indices[row_entries(old.indptr, np.flatnonzero(cleared))[0]]] = True
     redo[pair_rows[pair_rows >= 0]] = True
     old_of = np.full(n_new, -1, dtype=np.int64)  # new canonical position -> old (-1: a new node)
     old_of[remap[remap >= 0]] = np.flatnonzero(remap >= 0)
@@ -219,21 +219,12 @@ def _patch_adjacency(
     return matrix, patched_walk(matrix, base.walk, old_of, copied, carried)
 
 
-def _segments(indptr: npt.NDArray[np.integer], rows: IntArray) -> IntArray:
-    """Positions of every entry of `rows` (CSR row pointers `indptr`), row after row."""
-    starts, lengths = indptr[rows].astype(np.int64), np.diff(indptr)[rows].astype(np.int64)
-    total = int(lengths.sum())
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    out: IntArray = offsets + np.arange(total, dtype=np.int64)
-    return out
-
-
 def _kept_entries(
     old: sp.csr_matrix, rows: IntArray, cleared: BoolArray, pair_rows: IntArray, remap: IntArray, n_new: int
 ) -> tuple[IntArray, FloatArray]:
     """The entries of the rebuilt surviving `rows` that stay (not in a cleared row or column, not a touched
     pair), as sorted new-space keys (row * n_new + column) and their weights."""
-    at = _segments(old.indptr, rows)
+    at = row_entries(old.indptr, rows)[0]
     r = np.repeat(rows, np.diff(old.indptr)[rows])
     c = old.indices[at].astype(np.int64)
     drop = cleared[r] | cleared[c]
