@@ -49,7 +49,7 @@ class SortedPairs:
         elif self._marked:
             self._keys, self._values = self._patched(self._keys, self._values, table)
         self._marked = set()
-        pairs = np.column_stack([self._keys // SHIFT, self._keys % SHIFT]).reshape(-1, 2)
+        pairs = pairs_of(self._keys)
         pairs.setflags(write=False)
         return pairs, self._values
 
@@ -57,19 +57,36 @@ class SortedPairs:
         keys = sorted(table)
         flat = np.fromiter(itertools.chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys)).reshape(-1, 2)
         values = np.fromiter((table[k][1] for k in keys), dtype=np.float64, count=len(keys))
-        return _frozen(flat[:, 0] * SHIFT + flat[:, 1]), _frozen(values)
+        return _frozen(pair_keys(flat)), _frozen(values)
 
     def _patched(self, keys: IntArray, values: FloatArray, table: Table) -> tuple[IntArray, FloatArray]:
         marked = sorted(self._marked)
-        drop = np.array([a * int(SHIFT) + b for a, b in marked], dtype=np.int64)
-        at = np.searchsorted(keys, drop)
-        hit = at[(at < len(keys)) & (keys[np.minimum(at, max(len(keys) - 1, 0))] == drop)] if len(keys) else at[:0]
-        keys, values = np.delete(keys, hit), np.delete(values, hit)
         now = [p for p in marked if p in table]
-        add = np.array([a * int(SHIFT) + b for a, b in now], dtype=np.int64)
-        where = np.searchsorted(keys, add)
-        new_values = np.array([table[p][1] for p in now], dtype=np.float64)
-        return _frozen(np.insert(keys, where, add)), _frozen(np.insert(values, where, new_values))
+        drop, add = (pair_keys(np.array(p, dtype=np.int64).reshape(-1, 2)) for p in (marked, now))
+        keys, values = merge_sorted(keys, values, drop, add, np.array([table[p][1] for p in now], dtype=np.float64))
+        return _frozen(keys), _frozen(values)
+
+
+def pair_keys(pairs: IntArray) -> IntArray:
+    """One sortable key per pair (rows below 2**32): a * SHIFT + b for each row (a, b) of `pairs` (n, 2)."""
+    keys: IntArray = pairs[:, 0] * SHIFT + pairs[:, 1]
+    return keys
+
+
+def pairs_of(keys: IntArray) -> IntArray:
+    """The (n, 2) pairs of `pair_keys`."""
+    return np.column_stack([keys // SHIFT, keys % SHIFT]).reshape(-1, 2)
+
+
+def merge_sorted(
+    keys: IntArray, values: FloatArray, drop: IntArray, add: IntArray, add_values: FloatArray
+) -> tuple[IntArray, FloatArray]:
+    """Sorted `keys` (and their values) without the sorted `drop` keys and with the sorted `add` ones."""
+    found = np.searchsorted(keys, drop)
+    hit = found[(found < len(keys)) & (keys[np.minimum(found, len(keys) - 1)] == drop)] if len(keys) else found[:0]
+    keys, values = np.delete(keys, hit), np.delete(values, hit)
+    at = np.searchsorted(keys, add)
+    return np.insert(keys, at, add), np.insert(values, at, add_values)
 
 
 def _frozen(array: A) -> A:

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from engram.graph.pair_arrays import merge_sorted, pair_keys, pairs_of
 from engram.graph.ppr import SymmetricWalk, patched_walk, row_entries, symmetric_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
@@ -27,7 +28,6 @@ from engram.index.touched import PatchBase
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-SHIFT = np.int64(1 << 32)  # (a, b) -> a * SHIFT + b: one sortable key per pair of rows
 MAX_RUNS = 4096  # a patch assembles its rows run by run (slice copies) up to this many runs, else by masks
 
 
@@ -119,7 +119,7 @@ def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
     """Relation pairs in sorted order and their support (from the saved arrays while the dict is unbuilt)."""
     if state.relation.source is not None:
         saved, counts = state.relation.source
-        keys = _keys(saved)
+        keys = pair_keys(saved)
         if bool((keys[1:] > keys[:-1]).all()):  # saved sorted (a state file is): the sort would change nothing
             return saved.copy(), counts.astype(np.float64)
         order = np.lexsort((saved[:, 1], saved[:, 0]))
@@ -132,31 +132,16 @@ def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
 
 
 # patching ---------------------------------------------------------------------------------------------------
-def _keys(pairs: IntArray) -> IntArray:
-    keys: IntArray = pairs[:, 0] * SHIFT + pairs[:, 1]
-    return keys
-
-
-def _merge(
-    keys: IntArray, values: npt.NDArray[np.float64], drop: IntArray, add: IntArray, add_values: FloatArray
-) -> tuple[IntArray, FloatArray]:
-    """Sorted `keys` (and their values) without the sorted `drop` keys and with the sorted `add` ones."""
-    found = np.searchsorted(keys, drop)
-    hit = found[(found < len(keys)) & (keys[np.minimum(found, len(keys) - 1)] == drop)] if len(keys) else found[:0]
-    keys, values = np.delete(keys, hit), np.delete(values, hit)
-    at = np.searchsorted(keys, add)
-    return np.insert(keys, at, add), np.insert(values, at, add_values)
-
-
 def _patch_relation(
     base: PatchBase, touched: set[tuple[int, int]], relation: Mapping[tuple[int, int], int]
 ) -> tuple[IntArray, FloatArray]:
     pairs = sorted(touched)
-    drop = _keys(_pairs(pairs, len(pairs)))
+    drop = pair_keys(_pairs(pairs, len(pairs)))
     now = [p for p in pairs if p in relation]
-    add = _keys(_pairs(now, len(now)))
-    keys, support = _merge(_keys(base.relation), base.support, drop, add, np.array([float(relation[p]) for p in now]))
-    return np.column_stack([keys // SHIFT, keys % SHIFT]), support
+    add = pair_keys(_pairs(now, len(now)))
+    support = np.array([float(relation[p]) for p in now])
+    keys, support = merge_sorted(pair_keys(base.relation), base.support, drop, add, support)
+    return pairs_of(keys), support
 
 
 def _patch_context(context: IntArray, passages: set[int], state: IndexState, alive: BoolArray) -> IntArray:
