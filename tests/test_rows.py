@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.index.rows import Pages, Rows
+from engram.index.mapped import Pages
+from engram.index.rows import Rows
 from engram.store.snapshot import _write_npy
 
 
@@ -29,10 +30,10 @@ def two_blocks(tmp_path: Path, saved: int = 40, added: tuple[int, ...] = (3, 1, 
 
 def test_appending_keeps_the_saved_matrix_as_it_is(tmp_path: Path) -> None:
     rows, whole = two_blocks(tmp_path)
-    base = rows.base
+    base = rows.parts[0].rows
     assert isinstance(base, np.memmap)
     rows.append(np.ones((100, 8), dtype=np.float32))  # grows the tail, never the base
-    assert rows.base is base and rows.size == len(whole) + 100
+    assert rows.parts[0].rows is base and rows.size == len(whole) + 100
     view = rows.view()
     assert len(view.blocks) == 2 and np.shares_memory(view.blocks[0], base)
 
@@ -53,7 +54,7 @@ def test_view_reads_as_one_matrix(tmp_path: Path) -> None:
     with pytest.raises(IndexError):
         view[len(whole)]
     within = view[2:30]
-    assert np.shares_memory(within, rows.base)  # rows inside one block are a view of it
+    assert np.shares_memory(within, rows.parts[0].rows)  # rows inside one block are a view of it
 
 
 def test_dots_are_those_of_the_whole_matrix(tmp_path: Path) -> None:

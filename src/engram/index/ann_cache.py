@@ -86,6 +86,8 @@ def _rename_state(folder: Path, old: str, new: str) -> None:
     never changes its phrase; rows added since are not in the index). Say so in its manifest, so the next
     process takes the labels as they are instead of matching every phrase by hash."""
     path = folder / "manifest.json"
+    if not path.exists():  # no index saved (a memory too small for one): nothing to rename
+        return
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("state") != old:

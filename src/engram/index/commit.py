@@ -15,7 +15,8 @@ from engram.index.ann_cache import save_ann
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.index.state_file import state_files
 from engram.store.base import Store
-from engram.store.snapshot import ROLES, BlockTable, VectorTable, write_snapshot
+from engram.store.snapshot import ROLES, BlockTable, VectorTable, snapshot_dir, write_snapshot
+from engram.store.snapshot_parts import relocated
 from engram.types import Progress
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,16 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         "fact": [text_hash(fact_text(f)) for f in state.facts],
     }
     tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
+    saved = {role: state.vectors[role].saved_files() for role in ROLES}  # parts linked, not written again
     sums = write_snapshot(
-        root, generation, tables, state_files(state, generation), lambda role, rows: state.vectors[role].release(rows)
+        root,
+        generation,
+        tables,
+        state_files(state, generation),
+        lambda role, rows: state.vectors[role].release(rows),
+        saved,
     )
+    for role in ROLES:  # the next snapshot links the parts from where they lie now
+        state.vectors[role].relocate(relocated(snapshot_dir(root, generation), sums, role, saved[role]))
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
     state.saved_as = sums["state.json"]

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import tempfile
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Generic, TypeVar, cast, overload
+from typing import Generic, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from engram.bulk import collector_paused
 from engram.graph.parallel import row_dots
+from engram.index.mapped import Pages, Spilled
+from engram.store.snapshot_parts import SavedFile
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
@@ -95,24 +95,33 @@ class RowView:
         return out
 
 
+@dataclass
+class Part:
+    """Saved rows taken as they are: a copy-on-write memory map of a snapshot file stays one. `pages` lets
+    `Rows.release` drop them (None once `set_row` wrote to them, or for rows in RAM); `saved` is the snapshot
+    file they map unwritten (None once written to), which the next snapshot links instead of writing."""
+
+    rows: Vectors
+    pages: Pages | None
+    saved: SavedFile | None
+
+
 class Rows:
-    """A growable float32 matrix in blocks: `base`, a saved matrix taken as it is (a copy-on-write memory map of
-    a snapshot stays one), then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped
-    shared), then `tail`, the rows appended since, in memory (capacity grows by half: the slack is RAM).
-    Appending never copies the base, so the first change after opening a large memory does not pull its vectors
-    into RAM."""
+    """A growable float32 matrix in blocks: `parts`, saved matrices taken as they are (the parts of a snapshot),
+    then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped shared), then `tail`,
+    the rows appended since, in memory (capacity grows by half: the slack is RAM). Appending never copies the
+    parts, so the first change after opening a large memory does not pull its vectors into RAM."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.base: Vectors = np.zeros((0, dim), dtype=np.float32)
-        self.base_pages: Pages | None = None
+        self.parts: list[Part] = []
         self.spilled: list[Spilled] = []
         self.tail: Vectors = np.zeros((16, dim), dtype=np.float32)
         self.tail_size = 0
 
     @property
     def size(self) -> int:
-        return len(self.base) + sum(len(s.rows) for s in self.spilled) + self.tail_size
+        return sum(len(p.rows) for p in self.parts) + sum(len(s.rows) for s in self.spilled) + self.tail_size
 
     def append(self, vectors: Vectors) -> None:
         need = self.tail_size + len(vectors)
@@ -124,13 +133,15 @@ class Rows:
         self.tail_size = need
 
     def set_row(self, row: int, vector: Vectors) -> None:
-        """Overwrite an existing row (a copy-on-write base keeps the change in this process only; a spilled
-        row's change goes to its file's pages, which `release` never drops unwritten)."""
-        if row < len(self.base):
-            self.base[row] = vector
-            self.base_pages = None  # its written page must stay
-            return
-        row -= len(self.base)
+        """Overwrite an existing row (a copy-on-write part keeps the change in this process only, and is no
+        longer its file's rows; a spilled row's change goes to its file's pages, which `release` never drops
+        unwritten)."""
+        for part in self.parts:
+            if row < len(part.rows):
+                part.rows[row] = vector
+                part.pages = part.saved = None  # its written page must stay, and differs from the file
+                return
+            row -= len(part.rows)
         for spill in self.spilled:
             if row < len(spill.rows):
                 spill.rows[row] = vector
@@ -142,13 +153,25 @@ class Rows:
         return RowView(self.blocks(), self.dim)
 
     def blocks(self) -> list[Vectors]:
-        """The base, the spilled blocks, then the appended rows (any may be empty)."""
-        return [self.base, *(s.rows for s in self.spilled), self.tail[: self.tail_size]]
+        """The parts, the spilled blocks, then the appended rows (any may be empty)."""
+        return [*(p.rows for p in self.parts), *(s.rows for s in self.spilled), self.tail[: self.tail_size]]
 
-    def adopt(self, matrix: Vectors) -> None:
+    def saved_files(self) -> list[SavedFile | None]:
+        """The snapshot file each part maps unwritten (aligned with the leading `blocks`)."""
+        return [p.saved for p in self.parts]
+
+    def relocate(self, saved: Sequence[SavedFile | None]) -> None:
+        """Where each part's file lies now (a newer snapshot linked it; None: it is not a saved file any more)."""
+        for part, file in zip(self.parts, saved):
+            part.saved = file
+
+    def adopt(self, matrix: Vectors, saved: SavedFile | None = None) -> None:
         """Hold `matrix` as the rows, not copied (later appends go to the tail)."""
-        self.base = matrix
-        self.base_pages = Pages.of(matrix)
+        self.adopt_parts([(matrix, saved)])
+
+    def adopt_parts(self, parts: Sequence[tuple[Vectors, SavedFile | None]]) -> None:
+        """Hold the matrices as the rows, one after another, not copied (`saved`: the file each maps)."""
+        self.parts = [Part(m, Pages.of(m), saved) for m, saved in parts]
         self.spilled = []
         self.tail = np.zeros((16, self.dim), dtype=np.float32)
         self.tail_size = 0
@@ -167,77 +190,11 @@ class Rows:
         return True
 
     def release(self, window: Vectors | None = None) -> None:
-        """Drop this process's pages of the mapped rows (spilled ones, and a memory-mapped base no `set_row`
+        """Drop this process's pages of the mapped rows (spilled ones, and memory-mapped parts no `set_row`
         wrote to), or only those of `window` (rows of one block); they are read again from the page cache or
         the file when next used. Rows in RAM: no-op."""
-        for pages in [*(s.pages for s in self.spilled), *([self.base_pages] if self.base_pages else [])]:
+        for pages in [*(s.pages for s in self.spilled), *(p.pages for p in self.parts if p.pages)]:
             pages.drop(window)
-
-
-class Pages:
-    """The pages of rows held in a file mapping (`rows` starts `offset` bytes into `mapping`), which `drop` gives
-    back to the kernel: a shared mapping's, or a private one's never written (dropping a written private page
-    would lose the change)."""
-
-    def __init__(self, mapping: mmap.mmap, rows: Vectors, offset: int) -> None:
-        self.mapping, self.rows, self.offset = mapping, rows, offset
-        self.start = int(rows.__array_interface__["data"][0])
-
-    @classmethod
-    def of(cls, rows: Vectors) -> Pages | None:
-        """The pages of a memory-mapped matrix (np.load's `mmap_mode`), None for rows in RAM."""
-        mapping = rows.base
-        if not isinstance(mapping, mmap.mmap) or mapping.closed or not rows.flags.c_contiguous:
-            return None
-        try:
-            anchor = ctypes.c_char.from_buffer(mapping)  # the mapping's first byte (a copy-on-write map is writable)
-        except (TypeError, ValueError):  # a read-only mapping: its pages are kept
-            return None
-        try:
-            offset = int(rows.__array_interface__["data"][0]) - ctypes.addressof(anchor)
-        finally:
-            del anchor
-        return cls(mapping, rows, offset) if 0 <= offset <= len(mapping) - rows.nbytes else None
-
-    def drop(self, window: Vectors | None = None) -> None:
-        """Drop all the pages, or those wholly inside `window` (rows of `rows`; other rows are ignored)."""
-        if not hasattr(self.mapping, "madvise"):
-            return
-        first, size = 0, self.rows.nbytes
-        if window is not None:
-            at = int(window.__array_interface__["data"][0]) - self.start
-            if not 0 <= at < self.rows.nbytes or not window.flags.c_contiguous:
-                return
-            first, size = at, min(window.nbytes, self.rows.nbytes - at)
-        page = mmap.PAGESIZE
-        first += self.offset
-        lo, hi = -(-first // page) * page, (first + size) // page * page  # whole pages inside the window only
-        if hi > lo:
-            self.mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-class Spilled:
-    """Rows in an unnamed temporary file, mapped shared and writable."""
-
-    def __init__(self, handle: IO[bytes], mapping: mmap.mmap, rows: Vectors) -> None:
-        self.handle, self.pages = handle, Pages(mapping, rows, 0)
-
-    @property
-    def rows(self) -> Vectors:
-        return self.pages.rows
-
-    @classmethod
-    def write(cls, folder: Path, rows: Vectors) -> Spilled:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (held open as long as the rows are)
-        try:
-            handle.write(np.ascontiguousarray(rows, dtype=np.float32).reshape(-1).view(np.uint8).data)
-            handle.flush()
-            mapping = mmap.mmap(handle.fileno(), rows.nbytes, access=mmap.ACCESS_WRITE)
-        except BaseException:
-            handle.close()
-            raise
-        return cls(handle, mapping, np.frombuffer(mapping, dtype=np.float32).reshape(rows.shape))
 
 
 K = TypeVar("K", str, Triple)

@@ -31,6 +31,7 @@ from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
+from engram.store.snapshot_parts import SavedFile, part_names
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")
@@ -60,7 +61,6 @@ ARRAYS = [
     "synonym_sims",
 ]
 TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
-VECTORS = [f"{role}.npy" for role in ROLES]  # checked on a thread while the tables are read (gigabytes at 100k)
 log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 
@@ -151,10 +151,11 @@ def restore_state(
     if found is None:
         return None
     folder, sums = found
-    vectors = PendingCheck(folder, sums, VECTORS)
+    # the vector files are checked on a thread while the tables are read (gigabytes at 100k)
+    vectors = PendingCheck(folder, sums, [n for names in _vector_files(sums).values() for n in names])
     try:
         with collector_paused(collect_first=True):
-            state = _restore(folder, generation, stored(), dim, config)
+            state = _restore(folder, sums, generation, stored(), dim, config)
     except BaseException:
         vectors.cancel()
         raise
@@ -164,8 +165,13 @@ def restore_state(
     return state, sums["state.json"]
 
 
+def _vector_files(sums: dict[str, str]) -> dict[str, list[str]]:
+    """Each role's vector files (its parts, engram.store.snapshot_parts), by the snapshot's checksums."""
+    return {role: part_names(sums, role) or [f"{role}.npy"] for role in ROLES}
+
+
 def _restore(
-    folder: Path, generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
+    folder: Path, sums: dict[str, str], generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
 ) -> IndexState | None:
     """The state saved in `folder` (its tables verified; the vectors are mapped, not read), or None."""
     try:
@@ -176,7 +182,7 @@ def _restore(
         state = IndexState(dim, config)
         _fill_passages(state, meta, arrays, stored)
         relations = _fill_phrases_and_facts(state, meta, arrays)
-        _fill_vectors(state, folder, dim)
+        _fill_vectors(state, folder, sums, dim)
         _fill_orders(state, arrays)
         names = {"offsets": arrays["names_offsets"], "words": arrays["names_words"]}
         if meta["counted"]:
@@ -247,13 +253,15 @@ def _defer_relation(state: IndexState, pairs: Array, counts: Array) -> None:
     )
 
 
-def _fill_vectors(state: IndexState, folder: Path, dim: int) -> None:
+def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: int) -> None:
     sizes = {"passage": len(state.passages), "phrase": len(state.phrases), "fact": len(state.facts)}
-    for role in ROLES:
-        matrix = np.load(folder / f"{role}.npy", mmap_mode="c", allow_pickle=False)
-        if matrix.dtype != np.float32 or matrix.shape != (sizes[role], dim):
+    for role, names in _vector_files(sums).items():
+        parts = [np.load(folder / name, mmap_mode="c", allow_pickle=False) for name in names]
+        if any(m.dtype != np.float32 or m.ndim != 2 or m.shape[1] != dim for m in parts):
             raise ValueError(f"{role} vectors do not fit the saved rows")
-        state.vectors[role].adopt(matrix)
+        if sum(len(m) for m in parts) != sizes[role]:
+            raise ValueError(f"{role} vectors do not fit the saved rows")
+        state.vectors[role].adopt_parts([(m, SavedFile.of(folder / n, sums[n])) for m, n in zip(parts, names)])
 
 
 def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:

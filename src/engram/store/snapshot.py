@@ -1,7 +1,7 @@
 """Vector snapshots: the embedding cache dumped to `.npy` files, for fast opening.
 
-`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text),
-`keys.json` ({role: [SHA-256 of the embedded text, ...]} in row order) and `manifest.json` ({"files": {name:
+`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text;
+the rows may go on in `{role}.1.npy`, `{role}.2.npy`, ...: parts, engram.store.snapshot_parts), `keys.json` ({role: [SHA-256 of the embedded text, ...]} in row order) and `manifest.json` ({"files": {name:
 checksum of the file}}: "crc32:" and 8 hex digits for the vector matrices, which every open checks, the SHA-256
 hex digest for the others; older snapshots have SHA-256 for all, and each file is checked in its own form).
 A snapshot is a cache, never the source of truth: on opening, vectors are looked up in
@@ -33,9 +33,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram.store.snapshot_parts import JoinedRows, SavedFile, link_parts, linkable, part_name, part_names
+
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
-VectorTable = dict[str, tuple[list[str], Vectors]]  # role -> (keys, matrix)
+VectorTable = dict[str, tuple[list[str], Vectors | JoinedRows]]  # role -> (keys, matrix, or its parts joined)
 # what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
 BlockTable = Mapping[str, tuple[list[str], Vectors | Sequence[Vectors]]]
 WRITE_ROWS = 65_536  # rows converted and written at a time
@@ -151,9 +153,12 @@ def write_snapshot(
     tables: BlockTable,
     extra: dict[str, Writer] | None = None,
     written: Callable[[str, Vectors], object] | None = None,
+    saved: Mapping[str, Sequence[SavedFile | None]] | None = None,
 ) -> dict[str, str]:
     """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
     manifest; `written(role, rows)` is told each slice of vector rows once written (to let their pages go).
+    `saved[role][i]`, when given, is the snapshot file that block i of `role` maps unwritten: such leading blocks
+    are hard-linked as parts (engram.store.snapshot_parts) and only the blocks after them are written.
     Returns the files' checksums (as written by this call, whatever another process writes later)."""
     final = snapshot_dir(root, generation)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -162,9 +167,7 @@ def write_snapshot(
         sums: dict[str, str] = {}
         for role, (_, matrix) in tables.items():
             blocks = [matrix] if isinstance(matrix, np.ndarray) else list(matrix)
-            done = None if written is None else (lambda rows, r=role: written(r, rows))
-            save = partial(_write_npy, blocks=blocks, written=done)
-            sums[f"{role}.npy"] = _write_file(tmp / f"{role}.npy", save, crc=True)
+            sums |= _write_parts(tmp, role, blocks, list((saved or {}).get(role, [])), written)
         keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
         sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
         for name, write in (extra or {}).items():
@@ -186,6 +189,26 @@ def write_snapshot(
         raise
     prune_snapshots(root, generation)
     return sums
+
+
+def _write_parts(
+    folder: Path,
+    role: str,
+    blocks: list[Vectors],
+    saved: list[SavedFile | None],
+    written: Callable[[str, Vectors], object] | None,
+) -> dict[str, str]:
+    """`role`'s vector files in `folder`: the leading saved blocks linked, the others written as one part."""
+    count = linkable(saved, blocks)
+    linked = link_parts(folder, role, [f for f in saved[:count] if f is not None]) if count else None
+    if linked is None:
+        linked, count = {}, 0
+    rest = blocks[count:]
+    if count and not sum(len(b) for b in rest):
+        return linked
+    done = None if written is None else (lambda rows: written(role, rows))
+    save = partial(_write_npy, blocks=rest, written=done)
+    return linked | {part_name(role, count): _write_file(folder / part_name(role, count), save, crc=True)}
 
 
 def _manifest(folder: Path) -> dict[str, str]:
@@ -276,15 +299,17 @@ class PendingCheck:
 
 def _read_verified(folder: Path) -> VectorTable:
     """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
-    verify_files(folder, _manifest(folder), [*(f"{role}.npy" for role in ROLES), "keys.json"])
+    sums = _manifest(folder)
+    names = {role: part_names(sums, role) or [f"{role}.npy"] for role in ROLES}
+    verify_files(folder, sums, [*(n for role in ROLES for n in names[role]), "keys.json"])
     try:
         keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
         out: VectorTable = {}
         for role in ROLES:
-            matrix = np.load(folder / f"{role}.npy", mmap_mode="r", allow_pickle=False)
-            if matrix.ndim != 2 or matrix.dtype != np.float32 or len(matrix) != len(keys[role]):
+            parts = [np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in names[role]]
+            if any(p.ndim != 2 or p.dtype != np.float32 for p in parts) or sum(map(len, parts)) != len(keys[role]):
                 raise ValueError(f"{role}: rows and keys disagree")
-            out[role] = ([str(k) for k in keys[role]], matrix)
+            out[role] = ([str(k) for k in keys[role]], parts[0] if len(parts) == 1 else JoinedRows(parts))
         return out
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise SnapshotDamaged(f"it cannot be read ({exc})") from exc
