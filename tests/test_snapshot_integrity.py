@@ -15,7 +15,7 @@ import pytest
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.index.state_file import ARRAYS
-from engram.store.snapshot import read_latest_snapshot, snapshot_dir, write_snapshot
+from engram.store.snapshot import ROLES, read_latest_snapshot, snapshot_dir, write_snapshot
 from helpers import DOCS
 
 QUERIES = ["Where was Alice Moreau born?", "What is the capital of Norway?", "Who founded Zenith Foods?"]
@@ -52,7 +52,7 @@ def test_damaged_snapshot_is_rebuilt_not_used(tmp_path: Path, damage: str, caplo
     elif damage == "truncate":
         target.write_bytes(bytes(data[: len(data) // 2]))
     elif damage == "keys":  # read only when the saved state is not usable: here it is gone
-        (folder / "keys.json").write_text('{"passage": [], "phrase": [], "fact": []}', encoding="utf-8")
+        (folder / "passage-keys.json").write_text("[]", encoding="utf-8")
         (folder / "state.json").unlink()
     else:
         refs = folder / "state-phrase_refs.npy"
@@ -72,7 +72,7 @@ def test_snapshot_has_checksums(tmp_path: Path) -> None:
     build(tmp_path / "m")
     folder = only_snapshot(tmp_path / "m")
     assert (folder / "manifest.json").exists()
-    vectors = {"manifest.json", "keys.json", "passage.npy", "phrase.npy", "fact.npy"}
+    vectors = {"manifest.json", *(f"{r}.npy" for r in ROLES), *(f"{r}-keys.json" for r in ROLES)}
     assert {p.name for p in folder.iterdir()} == vectors | {"state.json"} | {f"state-{a}.npy" for a in ARRAYS}
 
 
@@ -107,7 +107,7 @@ def test_snapshot_files_and_folders_are_fsynced(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(os, "fsync", spy)
     write_snapshot(tmp_path, 1, table(2))
     final = snapshot_dir(tmp_path, 1)
-    for name in ("passage.npy", "phrase.npy", "fact.npy", "keys.json", "manifest.json"):
+    for name in ("passage.npy", "phrase.npy", "fact.npy", "passage-keys.json", "fact-keys.json", "manifest.json"):
         assert any(s.endswith(name) for s in synced), name
     temps = [s for s in synced if Path(s).parent == final.parent and Path(s).name.startswith(".g1.")]
     assert temps  # the folder's entries, before it is renamed into place

@@ -4,6 +4,8 @@ built from scratch with the same documents in one go (its vectors and rankings),
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from pathlib import Path
@@ -75,6 +77,7 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
         memory.index(docs[:8], extractions=extractions[:8])
     first = newest(path)
     inodes = {role: os.stat(first / f"{role}.npy").st_ino for role in ROLES}
+    key_inodes = {role: os.stat(first / f"{role}-keys.json").st_ino for role in ROLES}
     rows = {role: len(read_latest_snapshot(path)[role][0]) for role in ROLES}
     with Memory(path, embedder=HashEmbedder()) as memory:
         memory.index(docs[8:], extractions=extractions[8:])
@@ -86,6 +89,8 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
         added = len(table[role][0]) - rows[role]
         assert added > 0 and not (second / f"{role}.2.npy").exists()
         assert os.path.getsize(second / f"{role}.1.npy") == 128 + added * 4 * HashEmbedder().dim  # the new rows only
+        assert os.stat(second / f"{role}-keys.json").st_ino == key_inodes[role]
+        assert len(json.loads((second / f"{role}-keys.1.json").read_text(encoding="utf-8"))) == added
     whole = scratch(tmp_path, docs, extractions)
     assert vectors_by_key(path) == vectors_by_key(whole)
     with (
@@ -193,3 +198,29 @@ def test_small_tables_stay_one_file(tmp_path: Path, caplog: pytest.LogCaptureFix
     assert not list(folder.glob("*.1.npy"))
     assert all(os.stat(folder / f"{role}.npy").st_nlink == 1 for role in ROLES)
     assert not caplog.records  # no warning: in particular none about a phrase ANN index that was never saved
+
+
+def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: None) -> None:
+    docs, extractions = corpus(8)
+    path = tmp_path / "m"
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[:5], extractions=extractions[:5])
+    folder = newest(path)
+    expected = vectors_by_key(path)
+    every = {role: json.loads((folder / f"{role}-keys.json").read_text(encoding="utf-8")) for role in ROLES}
+    for role in ROLES:  # the layout before parts: one keys.json for every role
+        (folder / f"{role}-keys.json").unlink()
+    (folder / "keys.json").write_text(json.dumps(every), encoding="utf-8")
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    files = {k: v for k, v in manifest["files"].items() if not k.endswith("-keys.json")}
+    files["keys.json"] = hashlib.sha256((folder / "keys.json").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps({"files": files}), encoding="utf-8")
+    assert vectors_by_key(path) == expected  # read through keys.json
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[5:], extractions=extractions[5:])
+    last = newest(path)
+    assert not (last / "keys.json").exists() and not list(last.glob("*.1.npy"))  # written whole, in parts' layout
+    whole = scratch(tmp_path, docs, extractions)
+    assert vectors_by_key(path) == vectors_by_key(whole)
+    with Memory(path, embedder=HashEmbedder()) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
+        assert rankings(memory) == rankings(fresh)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 
@@ -27,6 +28,26 @@ ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class RowKeys(Sequence[str]):
+    """The text hashes of a table's rows, computed for the rows read (a snapshot writes only the new rows' keys)."""
+
+    def __init__(self, texts: Callable[[range], list[str]], size: int) -> None:
+        self.texts, self.size = texts, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [text_hash(t) for t in self.texts(range(self.size)[index])]
+        row = range(self.size)[index]
+        return text_hash(self.texts(range(row, row + 1))[0])
 
 
 class VectorSource:
@@ -149,12 +170,12 @@ def spill_vectors(root: Path | None, state: IndexState) -> None:
 
 def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     keys = {
-        "passage": [text_hash(passage_text(p)) for p in state.passages],
-        "phrase": [text_hash(k) for k in state.phrases],
-        "fact": [text_hash(fact_text(f)) for f in state.facts],
+        "passage": RowKeys(lambda rows: [passage_text(state.passages[r]) for r in rows], len(state.passages)),
+        "phrase": RowKeys(lambda rows: [state.phrases[r] for r in rows], len(state.phrases)),
+        "fact": RowKeys(lambda rows: [fact_text(state.facts[r]) for r in rows], len(state.facts)),
     }
     tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
-    saved = {role: state.vectors[role].saved_files() for role in ROLES}  # parts linked, not written again
+    saved = {role: state.vectors[role].saved_parts() for role in ROLES}  # parts linked, not written again
     sums = write_snapshot(
         root,
         generation,

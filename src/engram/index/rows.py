@@ -14,7 +14,7 @@ import numpy.typing as npt
 from engram.bulk import collector_paused
 from engram.graph.parallel import row_dots
 from engram.index.mapped import Pages, Spilled
-from engram.store.snapshot_parts import SavedFile
+from engram.store.snapshot_parts import SavedPart
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
@@ -103,7 +103,7 @@ class Part:
 
     rows: Vectors
     pages: Pages | None
-    saved: SavedFile | None
+    saved: SavedPart | None
 
 
 class Rows:
@@ -156,20 +156,20 @@ class Rows:
         """The parts, the spilled blocks, then the appended rows (any may be empty)."""
         return [*(p.rows for p in self.parts), *(s.rows for s in self.spilled), self.tail[: self.tail_size]]
 
-    def saved_files(self) -> list[SavedFile | None]:
+    def saved_parts(self) -> list[SavedPart | None]:
         """The snapshot file each part maps unwritten (aligned with the leading `blocks`)."""
         return [p.saved for p in self.parts]
 
-    def relocate(self, saved: Sequence[SavedFile | None]) -> None:
+    def relocate(self, saved: Sequence[SavedPart | None]) -> None:
         """Where each part's file lies now (a newer snapshot linked it; None: it is not a saved file any more)."""
         for part, file in zip(self.parts, saved):
             part.saved = file
 
-    def adopt(self, matrix: Vectors, saved: SavedFile | None = None) -> None:
+    def adopt(self, matrix: Vectors, saved: SavedPart | None = None) -> None:
         """Hold `matrix` as the rows, not copied (later appends go to the tail)."""
         self.adopt_parts([(matrix, saved)])
 
-    def adopt_parts(self, parts: Sequence[tuple[Vectors, SavedFile | None]]) -> None:
+    def adopt_parts(self, parts: Sequence[tuple[Vectors, SavedPart | None]]) -> None:
         """Hold the matrices as the rows, one after another, not copied (`saved`: the file each maps)."""
         self.parts = [Part(m, Pages.of(m), saved) for m, saved in parts]
         self.spilled = []

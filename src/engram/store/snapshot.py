@@ -1,9 +1,11 @@
 """Vector snapshots: the embedding cache dumped to `.npy` files, for fast opening.
 
 `index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text;
-the rows may go on in `{role}.1.npy`, `{role}.2.npy`, ...: parts, engram.store.snapshot_parts), `keys.json` ({role: [SHA-256 of the embedded text, ...]} in row order) and `manifest.json` ({"files": {name:
-checksum of the file}}: "crc32:" and 8 hex digits for the vector matrices, which every open checks, the SHA-256
-hex digest for the others; older snapshots have SHA-256 for all, and each file is checked in its own form).
+the rows may go on in `{role}.1.npy`, `{role}.2.npy`, ...: parts, engram.store.snapshot_parts), `{role}-keys.json`
+(and `{role}-keys.{i}.json` for part i: [SHA-256 of the embedded text, ...] in row order; snapshots written before
+parts have one `keys.json`, {role: [...]}) and `manifest.json` ({"files": {name: checksum of the file}}: "crc32:"
+and 8 hex digits for the vector matrices, which every open checks, the SHA-256 hex digest for the others; older
+snapshots have SHA-256 for all, and each file is checked in its own form).
 A snapshot is a cache, never the source of truth: on opening, vectors are looked up in
 the newest snapshot whose checksums match, then in the SQLite embedding cache, then computed. A snapshot that
 does not match its checksums (or cannot be read) is never used: a warning is logged and the vectors come from
@@ -33,13 +35,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.snapshot_parts import JoinedRows, SavedFile, link_parts, linkable, part_name, part_names
+from engram.store.snapshot_parts import JoinedRows, SavedPart, key_name, link_parts, linkable, part_name, part_names
 
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
 VectorTable = dict[str, tuple[list[str], Vectors | JoinedRows]]  # role -> (keys, matrix, or its parts joined)
 # what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
-BlockTable = Mapping[str, tuple[list[str], Vectors | Sequence[Vectors]]]
+BlockTable = Mapping[str, tuple[Sequence[str], Vectors | Sequence[Vectors]]]
 WRITE_ROWS = 65_536  # rows converted and written at a time
 HASH_WINDOW = 256 << 20  # bytes mapped and hashed at a time (`file_checksum`)
 CRC = "crc32:"  # the form of a CRC-32 checksum in a manifest ("crc32:" + 8 hex digits); others are SHA-256
@@ -153,7 +155,7 @@ def write_snapshot(
     tables: BlockTable,
     extra: dict[str, Writer] | None = None,
     written: Callable[[str, Vectors], object] | None = None,
-    saved: Mapping[str, Sequence[SavedFile | None]] | None = None,
+    saved: Mapping[str, Sequence[SavedPart | None]] | None = None,
 ) -> dict[str, str]:
     """Write snapshot `generation`: the vector tables, and `extra` files (name -> writer) under the same
     manifest; `written(role, rows)` is told each slice of vector rows once written (to let their pages go).
@@ -165,11 +167,9 @@ def write_snapshot(
     tmp = Path(tempfile.mkdtemp(prefix=f".g{generation}.", dir=final.parent))
     try:
         sums: dict[str, str] = {}
-        for role, (_, matrix) in tables.items():
+        for role, (keys, matrix) in tables.items():
             blocks = [matrix] if isinstance(matrix, np.ndarray) else list(matrix)
-            sums |= _write_parts(tmp, role, blocks, list((saved or {}).get(role, [])), written)
-        keys = json.dumps({role: list(k) for role, (k, _) in tables.items()}).encode("utf-8")
-        sums["keys.json"] = _write_file(tmp / "keys.json", lambda h: h.write(keys))
+            sums |= _write_parts(tmp, role, keys, blocks, list((saved or {}).get(role, [])), written)
         for name, write in (extra or {}).items():
             sums[name] = _write_file(tmp / name, write)
         manifest = json.dumps({"files": sums}, indent=1, sort_keys=True).encode("utf-8")
@@ -194,21 +194,28 @@ def write_snapshot(
 def _write_parts(
     folder: Path,
     role: str,
+    keys: Sequence[str],
     blocks: list[Vectors],
-    saved: list[SavedFile | None],
+    saved: list[SavedPart | None],
     written: Callable[[str, Vectors], object] | None,
 ) -> dict[str, str]:
-    """`role`'s vector files in `folder`: the leading saved blocks linked, the others written as one part."""
+    """`role`'s vector and key files in `folder`: the leading saved blocks linked, the others written as one part
+    (its keys: `keys` from the first row not linked on, so only those are read)."""
     count = linkable(saved, blocks)
-    linked = link_parts(folder, role, [f for f in saved[:count] if f is not None]) if count else None
+    linked = link_parts(folder, role, [p for p in saved[:count] if p is not None]) if count else None
     if linked is None:
         linked, count = {}, 0
-    rest = blocks[count:]
+    rest, first = blocks[count:], sum(len(b) for b in blocks[:count])
     if count and not sum(len(b) for b in rest):
         return linked
     done = None if written is None else (lambda rows: written(role, rows))
     save = partial(_write_npy, blocks=rest, written=done)
-    return linked | {part_name(role, count): _write_file(folder / part_name(role, count), save, crc=True)}
+    text = json.dumps(list(keys[first:])).encode("utf-8")
+    vectors, key_file = part_name(role, count), key_name(role, count)
+    return linked | {
+        vectors: _write_file(folder / vectors, save, crc=True),
+        key_file: _write_file(folder / key_file, lambda h: h.write(text)),
+    }
 
 
 def _manifest(folder: Path) -> dict[str, str]:
@@ -301,18 +308,31 @@ def _read_verified(folder: Path) -> VectorTable:
     """The snapshot in `folder`, after checking every file against the checksums in its manifest."""
     sums = _manifest(folder)
     names = {role: part_names(sums, role) or [f"{role}.npy"] for role in ROLES}
-    verify_files(folder, sums, [*(n for role in ROLES for n in names[role]), "keys.json"])
+    old = "keys.json" in sums  # written before parts: every role's keys in one file
+    key_files = ["keys.json"] if old else [key_name(role, i) for role in ROLES for i in range(len(names[role]))]
+    verify_files(folder, sums, [*(n for role in ROLES for n in names[role]), *key_files])
     try:
-        keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+        every = json.loads((folder / "keys.json").read_text(encoding="utf-8")) if old else None
         out: VectorTable = {}
         for role in ROLES:
+            keys = every[role] if every is not None else _part_keys(folder, role, len(names[role]))
             parts = [np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in names[role]]
-            if any(p.ndim != 2 or p.dtype != np.float32 for p in parts) or sum(map(len, parts)) != len(keys[role]):
+            if any(p.ndim != 2 or p.dtype != np.float32 for p in parts) or sum(map(len, parts)) != len(keys):
                 raise ValueError(f"{role}: rows and keys disagree")
-            out[role] = ([str(k) for k in keys[role]], parts[0] if len(parts) == 1 else JoinedRows(parts))
+            out[role] = ([str(k) for k in keys], parts[0] if len(parts) == 1 else JoinedRows(parts))
         return out
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise SnapshotDamaged(f"it cannot be read ({exc})") from exc
+
+
+def _part_keys(folder: Path, role: str, parts: int) -> list[str]:
+    keys: list[str] = []
+    for index in range(parts):
+        part = json.loads((folder / key_name(role, index)).read_text(encoding="utf-8"))
+        if not isinstance(part, list):
+            raise ValueError(f"{key_name(role, index)} is not a list")
+        keys += part
+    return keys
 
 
 def load_snapshot(root: Path) -> tuple[VectorTable, bool]:
