@@ -6,7 +6,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from engram.store.snapshot_parts import relocated
 from engram.types import Progress
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
@@ -30,14 +31,15 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class RowKeys(Sequence[str]):
-    """The text hashes of a table's rows, computed for the rows read (a snapshot writes only the new rows' keys)."""
+class RowKeys(Sequence[str], Generic[T]):
+    """The text hashes of a table's rows (`text` of each item), computed for the rows read: a snapshot writes
+    only the new rows' keys."""
 
-    def __init__(self, texts: Callable[[range], list[str]], size: int) -> None:
-        self.texts, self.size = texts, size
+    def __init__(self, items: Sequence[T], text: Callable[[T], str]) -> None:
+        self.items, self.text = items, text
 
     def __len__(self) -> int:
-        return self.size
+        return len(self.items)
 
     @overload
     def __getitem__(self, index: int) -> str: ...
@@ -45,9 +47,8 @@ class RowKeys(Sequence[str]):
     def __getitem__(self, index: slice) -> list[str]: ...
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return [text_hash(t) for t in self.texts(range(self.size)[index])]
-        row = range(self.size)[index]
-        return text_hash(self.texts(range(row, row + 1))[0])
+            return [text_hash(self.text(item)) for item in self.items[index]]
+        return text_hash(self.text(self.items[index]))
 
 
 class VectorSource:
@@ -169,10 +170,10 @@ def spill_vectors(root: Path | None, state: IndexState) -> None:
 
 
 def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
-    keys = {
-        "passage": RowKeys(lambda rows: [passage_text(state.passages[r]) for r in rows], len(state.passages)),
-        "phrase": RowKeys(lambda rows: [state.phrases[r] for r in rows], len(state.phrases)),
-        "fact": RowKeys(lambda rows: [fact_text(state.facts[r]) for r in rows], len(state.facts)),
+    keys: dict[str, Sequence[str]] = {
+        "passage": RowKeys(state.passages, passage_text),
+        "phrase": RowKeys(state.phrases, str),
+        "fact": RowKeys(state.facts.listed(), fact_text),
     }
     tables: BlockTable = {role: (keys[role], state.vectors[role].blocks()) for role in ROLES}
     saved = {role: state.vectors[role].saved_parts() for role in ROLES}  # parts linked, not written again
