@@ -152,6 +152,7 @@ class RowSets:
         self._sets: list[frozenset[int] | None] = []
         self._offsets: IntArray = np.zeros(1, dtype=np.int64)
         self._rows: IntArray = np.zeros(0, dtype=np.int64)
+        self._replaced: set[int] = set()  # saved positions given another set since the restore
 
     def restore(self, offsets: IntArray, rows: IntArray) -> None:
         """Take the sets saved as `rows[offsets[i]:offsets[i + 1]]` (after any appended before)."""
@@ -175,6 +176,26 @@ class RowSets:
 
     def __setitem__(self, index: int, value: frozenset[int]) -> None:
         self._sets[index] = value
+        self._replaced.add(index % len(self._sets))
+
+    def flat(self) -> tuple[IntArray, IntArray]:
+        """(offsets, rows): each set's rows sorted, one after another, as `restore` takes them. The saved sets
+        not replaced since are copied from the saved arrays as they are (which hold them sorted)."""
+        saved = len(self._offsets) - 1
+        fresh = sorted(i for i in self._replaced if i < saved) + list(range(saved, len(self._sets)))
+        lengths = np.diff(self._offsets)
+        lengths = np.concatenate([lengths, np.zeros(len(self._sets) - saved, dtype=np.int64)])
+        pieces: list[IntArray] = []
+        start = 0
+        for index in fresh:
+            pieces.append(self._rows[self._offsets[start] : self._offsets[min(index, saved)]])
+            rows = np.array(sorted(self[index]), dtype=np.int64)
+            lengths[index] = len(rows)
+            pieces.append(rows)
+            start = min(index + 1, saved)
+        pieces.append(self._rows[self._offsets[start] : self._offsets[saved]])
+        offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths, dtype=np.int64)])
+        return offsets, np.concatenate(pieces).astype(np.int64, copy=False)
 
     def append(self, value: frozenset[int]) -> None:
         self._sets.append(value)

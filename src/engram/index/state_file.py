@@ -65,12 +65,25 @@ log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 
 
-def _flat(parts: Sequence[Sequence[int]]) -> tuple[Array, Array]:
-    """(offsets, rows) of a list of row lists."""
+def _flat(parts: Sequence[Array]) -> tuple[Array, Array]:
+    """(offsets, rows) of a list of row arrays."""
     lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths)])
-    rows = np.fromiter((r for p in parts for r in p), dtype=np.int64, count=int(offsets[-1]))
+    rows = np.concatenate([np.zeros(0, dtype=np.int64), *parts]).astype(np.int64, copy=False)
     return offsets, rows
+
+
+def _relation_arrays(state: IndexState) -> tuple[Array, Array]:
+    """The relation pairs (R x 2, sorted) and their counts: the saved arrays while the table is unbuilt (no write
+    touched it since the restore; they were saved sorted), else read from the table and sorted."""
+    if state.relation.source is not None:
+        pairs, counts = state.relation.source
+        return pairs.reshape(-1, 2).astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+    table = state.relation.data
+    pairs = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64, count=2 * len(table)).reshape(-1, 2)
+    counts = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order], counts[order]
 
 
 def _passage_fields(row: PassageRow) -> dict[str, Any]:
@@ -92,7 +105,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     state.names.count(state.passage_context, state.passage_alive)  # saved with the counts: none to redo at open
     names, name_arrays = state.names.saved()
     order = state.canonical_rows()
-    pairs = sorted(state.relation.items())
+    relation_pairs, relation_counts = _relation_arrays(state)
     arrays: dict[str, Array] = {
         "passage_alive": np.array(state.passage_alive, dtype=bool),
         "passage_status": np.array([STATUS.index(s) for s in state.passage_status], dtype=np.uint8),
@@ -101,16 +114,16 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
         "fact_phrases": state.fact_phrase_array(),
         "fact_relation": np.array([relation_id[f[1]] for f in facts], dtype=np.int64),
         "fact_support": np.array(state.fact_support, dtype=np.int64),
-        "relation_pairs": np.array([p for p, _ in pairs], dtype=np.int64).reshape(-1, 2),
-        "relation_counts": np.array([c for _, c in pairs], dtype=np.int64),
+        "relation_pairs": relation_pairs,
+        "relation_counts": relation_counts,
         "order_passage": order["passage"],
         "order_phrase": order["phrase"],
         "order_fact": order["fact"],
         "names_offsets": name_arrays["offsets"],
         "names_words": name_arrays["words"],
     }
-    arrays["facts_offsets"], arrays["facts_rows"] = _flat([sorted(f) for f in state.passage_facts])
-    arrays["context_offsets"], arrays["context_rows"] = _flat([c.tolist() for c in state.passage_context])
+    arrays["facts_offsets"], arrays["facts_rows"] = state.passage_facts.flat()
+    arrays["context_offsets"], arrays["context_rows"] = _flat(state.passage_context)
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
     arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
     meta = {
