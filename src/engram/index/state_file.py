@@ -31,7 +31,7 @@ from engram.config import GraphConfig
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
-from engram.store.snapshot_parts import SavedFile, SavedPart, key_name, part_names
+from engram.store.snapshot_parts import SavedFile, SavedPart, key_name, part_name, part_names
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")
@@ -280,7 +280,7 @@ def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: in
 def _saved(folder: Path, sums: dict[str, str], role: str, index: int) -> SavedPart | None:
     """Part `index` of `role` as a file the next snapshot may link (None when it has no keys file of its own: a
     snapshot written before parts, whose `keys.json` holds every role's keys)."""
-    names = (f"{role}.npy" if index == 0 else f"{role}.{index}.npy", key_name(role, index))
+    names = (part_name(role, index), key_name(role, index))
     if not all(n in sums for n in names):
         return None
     return SavedPart(*(SavedFile.of(folder / n, sums[n]) for n in names))
