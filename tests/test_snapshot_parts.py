@@ -8,13 +8,17 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
+from engram.embed.base import Progress, Role, Vectors
 from engram.store import snapshot_parts
 from engram.store.snapshot import read_latest_snapshot, snapshot_dir
 
@@ -50,10 +54,21 @@ def vectors_by_key(path: Path) -> dict[str, dict[str, bytes]]:
     table = read_latest_snapshot(path)
     out: dict[str, dict[str, bytes]] = {}
     for role in ROLES:
-        keys, matrix = table[role]
-        rows = matrix[list(range(len(keys)))] if len(keys) else []
+        keys, parts = table[role]
+        rows = np.concatenate(parts)
         out[role] = {k: bytes(memoryview(r)) for k, r in zip(keys, rows)}
     return out
+
+
+class Counting(HashEmbedder):
+    """Counts the texts it embeds other than queries."""
+
+    texts = 0
+
+    def embed(self, texts: Sequence[str], role: Role = "passage", progress: Progress | None = None) -> Vectors:
+        if role != "query":
+            self.texts += len(texts)
+        return super().embed(texts, role=role, progress=progress)
 
 
 def scratch(tmp_path: Path, docs: list[Document], extractions: list[dict[str, Any]]) -> Path:
@@ -224,3 +239,24 @@ def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: N
     assert vectors_by_key(path) == vectors_by_key(whole)
     with Memory(path, embedder=HashEmbedder()) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
         assert rankings(memory) == rankings(fresh)
+
+
+def test_parts_serve_a_rebuild_from_the_records(tmp_path: Path, link_all: None) -> None:
+    docs, extractions = corpus(10)
+    path = tmp_path / "m"
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[:6], extractions=extractions[:6])
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[6:], extractions=extractions[6:])
+    folder = newest(path)
+    assert (folder / "fact.1.npy").exists()
+    (folder / "state.json").unlink()  # the saved state is gone: the vectors are looked up by key in the parts
+    store = sqlite3.connect(path / "engram.sqlite")
+    with store:
+        store.execute("DELETE FROM embeddings")  # and nowhere else
+    store.close()
+    whole = scratch(tmp_path, docs, extractions)
+    counting = Counting()
+    with Memory(path, embedder=counting) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
+        assert rankings(memory) == rankings(fresh)
+    assert counting.texts == 0  # every passage, phrase and fact vector came from the parts (queries aside)

@@ -13,6 +13,7 @@ import numpy as np
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.index.ann_cache import save_ann
+from engram.index.rows import RowView
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.index.state_file import state_files
 from engram.store.base import Store
@@ -57,7 +58,7 @@ class VectorSource:
 
     def __init__(self, store: Store, embedder: Embedder, model_key: str, snapshot: VectorTable) -> None:
         self.store, self.embedder, self.model_key = store, embedder, model_key
-        self.snapshot = snapshot
+        self.snapshot = {role: RowView(parts, embedder.dim) for role, (_, parts) in snapshot.items()}
         self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
         self.embedded = 0
         self.batch = EMBED_BATCH
@@ -77,7 +78,7 @@ class VectorSource:
                 found.append(i)
                 rows.append(row)
         if found:  # one gather from the memory-mapped snapshot, not a copy per row
-            out[np.array(found, dtype=np.int64)] = self.snapshot[role][1][np.array(rows, dtype=np.int64)]
+            out[np.array(found, dtype=np.int64)] = self.snapshot[role][np.array(rows, dtype=np.int64)]
         if wanted:
             cached = self.store.vectors_for(self.model_key, role, list(wanted))
             for h, blob in cached.items():

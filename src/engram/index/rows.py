@@ -99,7 +99,7 @@ class RowView:
 class Part:
     """Saved rows taken as they are: a copy-on-write memory map of a snapshot file stays one. `pages` lets
     `Rows.release` drop them (None once `set_row` wrote to them, or for rows in RAM); `saved` is the snapshot
-    file they map unwritten (None once written to), which the next snapshot links instead of writing."""
+    part (vector and key files) they map unwritten (None once written to), which the next snapshot links."""
 
     rows: Vectors
     pages: Pages | None
@@ -157,11 +157,11 @@ class Rows:
         return [*(p.rows for p in self.parts), *(s.rows for s in self.spilled), self.tail[: self.tail_size]]
 
     def saved_parts(self) -> list[SavedPart | None]:
-        """The snapshot file each part maps unwritten (aligned with the leading `blocks`)."""
+        """The snapshot part each part maps unwritten (aligned with the leading `blocks`)."""
         return [p.saved for p in self.parts]
 
     def relocate(self, saved: Sequence[SavedPart | None]) -> None:
-        """Where each part's file lies now (a newer snapshot linked it; None: it is not a saved file any more)."""
+        """Where each part's files lie now (a newer snapshot linked them; None: not a saved part any more)."""
         for part, file in zip(self.parts, saved):
             part.saved = file
 

@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.snapshot_parts import JoinedRows, SavedPart, key_name, link_parts, linkable, part_name, part_names
+from engram.store.snapshot_parts import SavedPart, key_name, link_parts, linkable, part_name, part_names
 
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
-VectorTable = dict[str, tuple[list[str], Vectors | JoinedRows]]  # role -> (keys, matrix, or its parts joined)
+VectorTable = dict[str, tuple[list[str], list[Vectors]]]  # role -> (keys, the matrix's parts, rows in order)
 # what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
 BlockTable = Mapping[str, tuple[Sequence[str], Vectors | Sequence[Vectors]]]
 WRITE_ROWS = 65_536  # rows converted and written at a time
@@ -319,7 +319,7 @@ def _read_verified(folder: Path) -> VectorTable:
             parts = [np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in names[role]]
             if any(p.ndim != 2 or p.dtype != np.float32 for p in parts) or sum(map(len, parts)) != len(keys):
                 raise ValueError(f"{role}: rows and keys disagree")
-            out[role] = ([str(k) for k in keys], parts[0] if len(parts) == 1 else JoinedRows(parts))
+            out[role] = ([str(k) for k in keys], parts)
         return out
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise SnapshotDamaged(f"it cannot be read ({exc})") from exc

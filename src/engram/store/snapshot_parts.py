@@ -23,7 +23,6 @@ import numpy as np
 import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
-IntArray = npt.NDArray[np.int64]
 MAX_PARTS = 8
 MIN_LINK_ROWS = 16_384  # fewer saved rows than this (24 MiB at 384 dimensions) are written again, not linked
 
@@ -143,28 +142,3 @@ def relocated(
             moved = SavedPart(vectors, keys) if vectors and keys else None
         out.append(moved)
     return out
-
-
-class JoinedRows:
-    """Row gathers over matrices that follow each other (a snapshot's parts), without stacking them."""
-
-    def __init__(self, parts: Sequence[Vectors]) -> None:
-        self.parts = list(parts)
-        self.starts = np.cumsum([0, *(len(p) for p in self.parts)]).astype(np.int64)
-
-    def __len__(self) -> int:
-        return int(self.starts[-1])
-
-    def __getitem__(self, rows: IntArray) -> Vectors:
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-        if len(self.parts) == 1:
-            out: Vectors = self.parts[0][rows]
-            return out
-        dim = self.parts[0].shape[1]
-        out = np.empty((len(rows), dim), dtype=np.float32)
-        which = np.searchsorted(self.starts, rows, side="right") - 1
-        for index, part in enumerate(self.parts):
-            hit = which == index
-            if hit.any():
-                out[hit] = part[rows[hit] - self.starts[index]]
-        return out
