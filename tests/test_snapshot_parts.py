@@ -71,6 +71,12 @@ class Counting(HashEmbedder):
         return super().embed(texts, role=role, progress=progress)
 
 
+def session(path: Path, docs: list[Document], extractions: list[dict[str, Any]], start: int, stop: int = 0) -> None:
+    """Open the memory, index documents `start` to `stop` (to the end when 0) with their extractions, close."""
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[start : stop or None], extractions=extractions[start : stop or None])
+
+
 def scratch(tmp_path: Path, docs: list[Document], extractions: list[dict[str, Any]]) -> Path:
     path = tmp_path / "scratch"
     with Memory(path, embedder=HashEmbedder()) as memory:
@@ -88,14 +94,12 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
 ) -> None:
     docs, extractions = corpus(12)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:8], extractions=extractions[:8])
+    session(path, docs, extractions, 0, 8)
     first = newest(path)
     inodes = {role: os.stat(first / f"{role}.npy").st_ino for role in ROLES}
     key_inodes = {role: os.stat(first / f"{role}-keys.json").st_ino for role in ROLES}
     rows = {role: len(read_latest_snapshot(path)[role][0]) for role in ROLES}
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[8:], extractions=extractions[8:])
+    session(path, docs, extractions, 8)
     second = newest(path)
     assert second != first and not first.exists()
     table = read_latest_snapshot(path)
@@ -120,8 +124,7 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
 def test_a_running_process_links_its_own_last_snapshot(tmp_path: Path, link_all: None) -> None:
     docs, extractions = corpus(9)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:5], extractions=extractions[:5])
+    session(path, docs, extractions, 0, 5)
     with Memory(path, embedder=HashEmbedder()) as memory:
         memory.index(docs[5:7], extractions=extractions[5:7])
         memory.flush()
@@ -141,8 +144,7 @@ def test_a_running_process_links_its_own_last_snapshot(tmp_path: Path, link_all:
 def test_parts_stay_few_over_many_closes(tmp_path: Path, link_all: None) -> None:
     docs, extractions = corpus(14)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:2], extractions=extractions[:2])
+    session(path, docs, extractions, 0, 2)
     for i in range(2, 14):
         with Memory(path, embedder=HashEmbedder()) as memory:
             memory.index(docs[i : i + 1], extractions=extractions[i : i + 1])
@@ -160,10 +162,8 @@ def test_a_damaged_part_is_not_used(
 ) -> None:
     docs, extractions = corpus(10)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:6], extractions=extractions[:6])
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[6:], extractions=extractions[6:])
+    session(path, docs, extractions, 0, 6)
+    session(path, docs, extractions, 6)
     target = newest(path) / part
     data = bytearray(target.read_bytes())
     data[-40:-20] = b"\x7f" * 20  # huge floats in the last row of the part
@@ -183,15 +183,13 @@ def test_without_hard_links_every_row_is_written(
 ) -> None:
     docs, extractions = corpus(8)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:5], extractions=extractions[:5])
+    session(path, docs, extractions, 0, 5)
 
     def refuse(*_: object) -> None:
         raise OSError("hard links not supported")
 
     monkeypatch.setattr(os, "link", refuse)
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[5:], extractions=extractions[5:])
+    session(path, docs, extractions, 5)
     assert sorted(p.name for p in newest(path).glob("*.npy") if not p.name.startswith("state")) == [
         "fact.npy",
         "passage.npy",
@@ -204,8 +202,7 @@ def test_without_hard_links_every_row_is_written(
 def test_small_tables_stay_one_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     docs, extractions = corpus(6)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:3], extractions=extractions[:3])
+    session(path, docs, extractions, 0, 3)
     with caplog.at_level(logging.WARNING, logger="engram"), Memory(path, embedder=HashEmbedder()) as memory:
         memory.index(docs[3:], extractions=extractions[3:])
     folder = newest(path)
@@ -218,8 +215,7 @@ def test_small_tables_stay_one_file(tmp_path: Path, caplog: pytest.LogCaptureFix
 def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: None) -> None:
     docs, extractions = corpus(8)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:5], extractions=extractions[:5])
+    session(path, docs, extractions, 0, 5)
     folder = newest(path)
     expected = vectors_by_key(path)
     every = {role: json.loads((folder / f"{role}-keys.json").read_text(encoding="utf-8")) for role in ROLES}
@@ -231,8 +227,7 @@ def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: N
     files["keys.json"] = hashlib.sha256((folder / "keys.json").read_bytes()).hexdigest()
     (folder / "manifest.json").write_text(json.dumps({"files": files}), encoding="utf-8")
     assert vectors_by_key(path) == expected  # read through keys.json
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[5:], extractions=extractions[5:])
+    session(path, docs, extractions, 5)
     last = newest(path)
     assert not (last / "keys.json").exists() and not list(last.glob("*.1.npy"))  # written whole, in parts' layout
     whole = scratch(tmp_path, docs, extractions)
@@ -244,10 +239,8 @@ def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: N
 def test_parts_serve_a_rebuild_from_the_records(tmp_path: Path, link_all: None) -> None:
     docs, extractions = corpus(10)
     path = tmp_path / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[:6], extractions=extractions[:6])
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(docs[6:], extractions=extractions[6:])
+    session(path, docs, extractions, 0, 6)
+    session(path, docs, extractions, 6)
     folder = newest(path)
     assert (folder / "fact.1.npy").exists()
     (folder / "state.json").unlink()  # the saved state is gone: the vectors are looked up by key in the parts
