@@ -84,6 +84,14 @@ def scratch(tmp_path: Path, docs: list[Document], extractions: list[dict[str, An
     return path
 
 
+def matches_scratch(tmp_path: Path, path: Path, docs: list[Document], extractions: list[dict[str, Any]]) -> None:
+    """The memory at `path` holds the vectors (by key) and gives the rankings of one built from scratch."""
+    whole = scratch(tmp_path, docs, extractions)
+    assert vectors_by_key(path) == vectors_by_key(whole)
+    with Memory(path, embedder=HashEmbedder()) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
+        assert rankings(memory) == rankings(fresh)
+
+
 @pytest.fixture
 def link_all(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snapshot_parts, "MIN_LINK_ROWS", 0)  # link parts of any size (the default: 16,384 rows)
@@ -146,14 +154,10 @@ def test_parts_stay_few_over_many_closes(tmp_path: Path, link_all: None) -> None
     path = tmp_path / "m"
     session(path, docs, extractions, 0, 2)
     for i in range(2, 14):
-        with Memory(path, embedder=HashEmbedder()) as memory:
-            memory.index(docs[i : i + 1], extractions=extractions[i : i + 1])
+        session(path, docs, extractions, i, i + 1)
         parts = sorted(p.name for p in newest(path).glob("passage*.npy"))
         assert 2 <= len(parts) <= snapshot_parts.MAX_PARTS
-    whole = scratch(tmp_path, docs, extractions)
-    assert vectors_by_key(path) == vectors_by_key(whole)
-    with Memory(path, embedder=HashEmbedder()) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
-        assert rankings(memory) == rankings(fresh)
+    matches_scratch(tmp_path, path, docs, extractions)
 
 
 @pytest.mark.parametrize("part", ["passage.npy", "passage.1.npy"])
@@ -230,10 +234,7 @@ def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: N
     session(path, docs, extractions, 5)
     last = newest(path)
     assert not (last / "keys.json").exists() and not list(last.glob("*.1.npy"))  # written whole, in parts' layout
-    whole = scratch(tmp_path, docs, extractions)
-    assert vectors_by_key(path) == vectors_by_key(whole)
-    with Memory(path, embedder=HashEmbedder()) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
-        assert rankings(memory) == rankings(fresh)
+    matches_scratch(tmp_path, path, docs, extractions)
 
 
 def test_parts_serve_a_rebuild_from_the_records(tmp_path: Path, link_all: None) -> None:
