@@ -1,7 +1,9 @@
 """A separate engram process on a shared PostgreSQL memory, for tests/test_pg_writers.py.
 
-    python tests/pg_worker.py write URL FIRST COUNT   index documents FIRST..FIRST+COUNT-1, one commit each
-    python tests/pg_worker.py read URL FINAL TIMEOUT  retrieve in a loop until generation FINAL
+    python tests/pg_worker.py write URL FIRST COUNT GATE   once file GATE exists, index documents
+                                                          FIRST..FIRST+COUNT-1, one commit each
+    python tests/pg_worker.py read URL FINAL TIMEOUT GATE  retrieve in a loop until generation FINAL; creates
+                                                          GATE after its first read
 
 Prints one JSON line: what it did and saw (a reader: reads, generations seen in order, errors)."""
 
@@ -45,19 +47,29 @@ class _Count(logging.Handler):
         self.count += 1
 
 
-def write(url: str, first: int, count: int) -> dict[str, Any]:
+def wait_for(gate: Path, timeout: float = 240.0) -> None:
+    """Block until the reader has read once, so its reads overlap the commits however slowly it started."""
+    end = time.monotonic() + timeout
+    while not gate.exists():
+        if time.monotonic() > end:
+            raise TimeoutError(f"the reader never created {gate}")
+        time.sleep(0.01)
+
+
+def write(url: str, first: int, count: int, gate: Path) -> dict[str, Any]:
     """Index `count` documents one commit each; reports how often a commit lost the race and was retried."""
     retries = _Count()
     logging.getLogger("engram.index.retry").addHandler(retries)
     logging.getLogger("engram.index.retry").setLevel(logging.INFO)
     with open_memory(url) as memory:
+        wait_for(gate)
         for i in range(first, first + count):
             doc, extraction = document(i)
             memory.index([doc], extractions=[extraction])
         return {"written": count, "retries": retries.count, "generation": memory.stats()["generation"]}
 
 
-def read(url: str, final: int, timeout: float) -> dict[str, Any]:
+def read(url: str, final: int, timeout: float, gate: Path) -> dict[str, Any]:
     """Retrieve in a loop until the memory reaches generation `final` (or `timeout` seconds pass)."""
     generations: list[int] = []
     passages: list[int] = []
@@ -73,15 +85,16 @@ def read(url: str, final: int, timeout: float) -> dict[str, Any]:
                 passages.append(stats["passages"])
             except Exception:  # every failure is reported to the test, which fails on any
                 errors.append(traceback.format_exc())
+            gate.touch()
             time.sleep(0.005)
     return {"reads": len(generations), "generations": generations, "passages": passages, "errors": errors}
 
 
 if __name__ == "__main__":
     mode, target = sys.argv[1], sys.argv[2]
-    numbers = sys.argv[3:5]
+    numbers, gate_file = sys.argv[3:5], Path(sys.argv[5])
     if mode == "write":
-        result = write(target, int(numbers[0]), int(numbers[1]))
+        result = write(target, int(numbers[0]), int(numbers[1]), gate_file)
     else:
-        result = read(target, int(numbers[0]), float(numbers[1]))
+        result = read(target, int(numbers[0]), float(numbers[1]), gate_file)
     print(json.dumps(result))
