@@ -10,7 +10,9 @@ state whose rows the labels are, written last). Loading maps `phrase.faiss` read
 of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening from that saved
 state the labels are taken as they are, else entries are matched to the new process's rows by phrase hash (entries
 of phrases no longer in the memory are dropped from results); files that do not match their checksums are ignored
-(the index is then rebuilt when first needed). Files are written under temporary names and renamed into place.
+(the index is then rebuilt when first needed); a change checks them on a thread while it builds its tables
+(`start_check`), so its synonym search does not wait for gigabytes to be read. Files are written under temporary
+names and renamed into place.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from engram.graph.ann import AnnIndex
 from engram.index.state import IndexState
-from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
+from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 
 INDEX_FILE = "phrase.faiss"
 ADDED_FILE = "phrase-added.faiss"  # entries added since phrase.faiss was written (optional)
@@ -99,10 +101,40 @@ def _rename_state(folder: Path, old: str, new: str) -> None:
         log.warning("phrase ANN index in %s: its manifest was not updated (%s)", folder, exc)
 
 
-def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
+def _listed(sums: dict[str, str]) -> list[str]:
+    """The files a manifest's index is made of (the added graph and the lost entries when it lists them)."""
+    return [*FILES, *(name for name in (ADDED_FILE, LOST_FILE) if name in sums)]
+
+
+def start_check(root: Path) -> PendingCheck | None:
+    """Start checking the saved index's files against their checksums on a thread, for a `load_ann` that may
+    follow (a change's first synonym search): the gigabytes of a large memory's graph are then read while the
+    change does its other work. None when there is no saved index or its manifest cannot be read."""
+    folder = root / "index" / "ann"
+    try:
+        sums = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
+        return PendingCheck(folder, sums, _listed(sums))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _verify(folder: Path, sums: dict[str, str], check: PendingCheck | None) -> None:
+    """Raise `SnapshotDamaged` unless the index's files match their checksums: the result of `check` when it
+    checked these files, as listed now and unchanged since it began, else a check made now."""
+    names = _listed(sums)
+    if check is not None and check.folder == folder and check.sums == {n: sums.get(n) for n in names}:
+        error = check.error()
+        if check.unchanged():
+            if error:
+                raise SnapshotDamaged(error)
+            return
+    verify_files(folder, sums, names)
+
+
+def load_ann(root: Path, state: IndexState, token: str | None = None, check: PendingCheck | None = None) -> bool:
     """Give `state` the saved phrase ANN index, relabelled with its rows (kept as they are when `state` was
     restored from the saved state named `token` that the index was written with). False when there is none or
-    it is damaged (then the index is built when first needed)."""
+    it is damaged (then the index is built when first needed). `check`: a `start_check` of these files."""
     folder = root / "index" / "ann"
     if not (folder / "manifest.json").exists():
         return False
@@ -110,7 +142,7 @@ def load_ann(root: Path, state: IndexState, token: str | None = None) -> bool:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         sums = manifest["files"]
         added, with_lost = ADDED_FILE in sums, LOST_FILE in sums
-        verify_files(folder, sums, [*FILES, *([ADDED_FILE] if added else []), *([LOST_FILE] if with_lost else [])])
+        _verify(folder, sums, check)
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):

@@ -10,7 +10,7 @@ from pathlib import Path
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import ConflictError
-from engram.index.ann_cache import load_ann
+from engram.index.ann_cache import load_ann, start_check
 from engram.index.bm25 import BM25Index
 from engram.index.commit import (
     VectorSource,
@@ -24,7 +24,7 @@ from engram.index.state import IndexState
 from engram.index.state_file import restore_state
 from engram.index.view import GraphIndex, passage_text, view
 from engram.store.base import Store, Tx
-from engram.store.snapshot import load_snapshot, snapshot_dir
+from engram.store.snapshot import PendingCheck, load_snapshot, snapshot_dir
 from engram.types import Progress
 
 READERS_ABOUT = 30.0  # seconds after another thread's read during which commits derive the next view themselves
@@ -93,8 +93,7 @@ class LiveIndex:
                 restored = token is not None
                 self.state.saved_as = token
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
-                    root, state = self.root, self.state
-                    state.synonyms.ann_loader = lambda: load_ann(root, state, state.saved_as)
+                    self._lazy_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
                     with self.store.transaction() as db:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
@@ -104,6 +103,21 @@ class LiveIndex:
                 # a snapshot without the saved state (an older format, damaged) is written again on close
                 self.dirty = self.root is not None and (not restored or self._snapshot_damaged)
             return self.state
+
+    @staticmethod
+    def _lazy_ann(root: Path, state: IndexState, check: PendingCheck | None = None) -> None:
+        """Load the saved phrase ANN index when a synonym search first wants it (opening does not read it)."""
+        state.synonyms.ann_loader = lambda: load_ann(root, state, state.saved_as, check)
+
+    def _checking_ann(self, state: IndexState) -> PendingCheck | None:
+        """For a change: start checking the saved ANN index's files on a thread while the change builds its tables
+        (its synonym search may then load the index without reading gigabytes first), if it is not loaded yet."""
+        if self.root is None or state.synonyms.ann_loader is None or state.synonyms.ann is not None:
+            return None
+        check = start_check(self.root)
+        if check is not None:
+            self._lazy_ann(self.root, state, check)
+        return check
 
     def _load_state(self, generation: int) -> tuple[IndexState, set[int], str | None]:
         """(state, synonym rows computed on the way, the saved state's checksum when it was restored from one)."""
@@ -185,6 +199,7 @@ class LiveIndex:
             state, base = self.load(), self.generation
             if expected is not None and base != expected:
                 raise ConflictError(CONFLICT)
+            check = self._checking_ann(state)
             try:
                 mutate(state)
                 clock.lap("tables")
@@ -212,6 +227,11 @@ class LiveIndex:
                     self.state = self.index = None
                     self._committing = None
                 raise
+            finally:
+                if check is not None:
+                    check.cancel()  # unused (no search wanted the index): the next change checks again
+                    if state.synonyms.ann_loader is not None and self.root is not None:
+                        self._lazy_ann(self.root, state)
             with self._view_lock:
                 self.index, self.generation, self._bm25 = following, base + 1, None
                 self._committing = None

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.snapshot_parts import SavedPart, key_name, link_parts, linkable, part_name, part_names
+from engram.store.snapshot_parts import SavedPart, file_identity, key_name, link_parts, linkable, part_name, part_names
 
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
@@ -274,6 +274,8 @@ class PendingCheck:
         missing = sorted(set(names) - set(sums))
         if missing:
             self._error = f"its checksum manifest does not list {missing[0]}"
+        self.sums = {n: sums[n] for n in names if n in sums}  # what is checked, against which checksum
+        self.identities = {n: _identity_or_none(folder / n) for n in self.sums}  # the files as they were
         self._thread = threading.Thread(target=self._run, args=(sums, [] if missing else list(names)), daemon=True)
         self._thread.start()
 
@@ -285,15 +287,25 @@ class PendingCheck:
                 self._error = f"{name} cannot be read ({exc})"
                 return
             if self._stop.is_set():
+                self._error = "its check was stopped before the end"  # never read as a pass
                 return
             if digest != sums[name]:
                 self._error = f"{name} does not match its checksum"
                 return
 
+    def error(self) -> str:
+        """Wait for the checksums; what did not match, could not be read or was not checked ("" when all
+        matched)."""
+        self._thread.join()
+        return self._error
+
+    def unchanged(self) -> bool:
+        """Whether every checked file is still the one the check started on (device, inode, size, mtime)."""
+        return all(_identity_or_none(self.folder / n) == seen for n, seen in self.identities.items())
+
     def passed(self) -> bool:
         """Wait for the checksums; False (damage logged as `verified_files` logs it) unless all matched."""
-        self._thread.join()
-        if self._error:
+        if self.error():
             log.warning("saved files of snapshot %s are not used: %s; they are rebuilt from the records",
                         self.folder, self._error)  # fmt: skip
         return not self._error
@@ -302,6 +314,13 @@ class PendingCheck:
         """Stop hashing (the caller gave up on the files for another reason)."""
         self._stop.set()
         self._thread.join()
+
+
+def _identity_or_none(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        return file_identity(path)
+    except OSError:
+        return None
 
 
 def _read_verified(folder: Path) -> VectorTable:

@@ -45,7 +45,7 @@ def part_names(sums: dict[str, str], role: str) -> list[str]:
     return out
 
 
-def _identity(path: Path) -> tuple[int, int, int, int]:
+def file_identity(path: Path) -> tuple[int, int, int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
@@ -61,12 +61,12 @@ class SavedFile:
 
     @classmethod
     def of(cls, path: Path, checksum: str) -> SavedFile:
-        return cls(path, checksum, _identity(path))
+        return cls(path, checksum, file_identity(path))
 
     def unchanged(self) -> bool:
         """Whether `path` is still the file that was mapped."""
         try:
-            return _identity(self.path) == self.identity
+            return file_identity(self.path) == self.identity
         except OSError:
             return False
 
@@ -122,7 +122,7 @@ def _moved(folder: Path, name: str, sums: dict[str, str], file: SavedFile) -> Sa
     if sums.get(name) != file.checksum:
         return None
     try:
-        now = _identity(folder / name)
+        now = file_identity(folder / name)
     except OSError:
         return None
     return SavedFile(folder / name, file.checksum, now) if now[:3] == file.identity[:3] else None
