@@ -2,11 +2,16 @@
 
 An `AnnIndex` holds rows of a vector table (phrases, facts or passages: rows never move, dead rows stay and
 are filtered by the caller) in a faiss HNSW graph over inner products of the unit vectors (cosines), with a
-label (the table row) per entry. bench/bench_ann.py chose faiss's `IndexHNSWFlat` (M 16, efConstruction 80,
-efSearch 32) over hnswlib and usearch: on 50k hash-embedded phrases it was the fastest setting whose recall of
-synonym pairs reached 0.99 (0.994). `neighbours` finds, for query vectors, every row whose approximate cosine is
-within `slack` of a threshold, widening the search until the last hit falls below it, so the caller can keep
-the candidates whose exact cosine passes: with the exact neighbours found, the result is the exact one.
+label (the table row) per entry. bench/bench_ann.py chose faiss's HNSW (M 16, efConstruction 80, efSearch 32)
+over hnswlib and usearch: on 50k hash-embedded phrases it was the fastest setting whose recall of synonym pairs
+reached 0.99 (0.994). The graph keeps half-precision copies of the vectors (`IndexHNSWSQ`, `QT_fp16`; at 200k
+phrases half the memory of float32 copies and a faster build at the same recall, bench/README.md): a stored
+component is off by at most 2^-11 of itself (half precision's unit roundoff), so for unit vectors an approximate
+cosine is within 2^-11 (4.9e-4) of the exact one, inside `SLACK`. A graph saved with float32 copies
+(`IndexHNSWFlat`, before) is still read, and the entries added to it stay float32. `neighbours` finds, for query
+vectors, every row whose approximate cosine is within `slack` of a threshold, widening the search until the last
+hit falls below it, so the caller can keep the candidates whose exact cosine passes: with the exact neighbours
+found, the result is the exact one.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float32]
 INSTALL = "approximate search needs the ann extra: pip install 'engram[ann]' (faiss-cpu)"
-SLACK = 1e-3  # float32 inner products differ from the exact float64 cosine by far less than this
+SLACK = 1e-3  # the half-precision graph's inner products differ from the exact cosine by at most 4.9e-4
 
 
 def available() -> bool:
@@ -54,8 +59,7 @@ class AnnIndex:
         faiss = _faiss()
         self.dim = dim
         self.ef_search = ef_search
-        self._index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)  # the entries added in RAM
-        self._index.hnsw.efConstruction = ef_construction
+        self._index = _graph(faiss, dim, m, ef_construction)  # the entries added in RAM
         self._base: Any = None  # the mapped graph of a loaded index (its entries come first), or None
         self._base_file: tuple[Path, tuple[int, int, int]] | None = None  # its path and (inode, size, mtime)
         self.base_checksum: str | None = None  # the base file's checksum in its manifest (set by its cache)
@@ -196,8 +200,8 @@ class AnnIndex:
         if flag is None:  # a faiss without mapped reading: the loaded graph is the one in RAM
             self._base, self._base_file, self._index = None, None, base
             return
-        fresh = faiss.IndexHNSWFlat(self.dim, base.hnsw.nb_neighbors(1), faiss.METRIC_INNER_PRODUCT)
-        fresh.hnsw.efConstruction = base.hnsw.efConstruction
+        full = isinstance(base, faiss.IndexHNSWFlat)  # saved before the half-precision graph: grows alike
+        fresh = _graph(faiss, self.dim, base.hnsw.nb_neighbors(1), base.hnsw.efConstruction, full)
         self._base, self._base_file, self._index = base, (path, _identity(path)), fresh
 
     @classmethod
@@ -218,6 +222,17 @@ class AnnIndex:
             raise ValueError(f"unreadable ANN index {path}: {exc}") from exc
         out.labels = np.arange(out.base_entries + out.added_entries, dtype=np.int64)
         return out
+
+
+def _graph(faiss: Any, dim: int, m: int, ef_construction: int, full: bool = False) -> Any:
+    """An empty HNSW graph over inner products, keeping half-precision copies of its vectors (float32 ones
+    with `full`, as graphs saved before them)."""
+    if full:
+        graph = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+    else:
+        graph = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_fp16, m, faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = ef_construction
+    return graph
 
 
 def _identity(path: Path) -> tuple[int, int, int]:

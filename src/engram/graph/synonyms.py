@@ -16,6 +16,8 @@ search reaches (the graph's pruning cuts a few off in groups of near copies): it
 set (saved with the index), and phrases searched later are paired with the lost ones too: a few by comparing them
 with every lost phrase exactly, many (a build's batch) by the lost phrases' own searches, read the other way
 round, plus an exact comparison among the lost phrases themselves (which no search finds from either side).
+A phrase that the graph stops reaching when later phrases are added (its own search found it when it came) is
+paired through the lists of the earlier phrases a search hits (`engram.graph.synonym_pairs.through_lists`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ import numpy.typing as npt
 from engram.bulk import collector_paused
 from engram.graph.ann import AnnIndex
 from engram.graph.pair_arrays import SortedPairs
+from engram.graph.synonym_pairs import Neighbour, Pairs, oriented, through_lists
 
 IntArray = npt.NDArray[np.int64]
-Neighbour = tuple[float, str, int]  # (cosine, key, row)
 VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
-Pairs = tuple[IntArray, IntArray]  # (searched rows, candidate rows), position by position
 
 SLACK = 1e-4  # float32 candidates within this of the threshold are re-checked exactly
 ANN_FIRST_K = 16  # neighbours asked of the ANN index per phrase at first (widened while all of them pass)
@@ -136,6 +137,7 @@ class SynonymLists:
         index.lost.update(lost_now.tolist())  # its own search missed it: no search reaches it
         pairs.extend(self._searched(index, lost_now, LOST_K, vectors))  # its neighbourhood, searched wider
         pairs.extend(self._lost_pairs(index, rows, searched, vectors))
+        pairs.append(through_lists(pairs, searched, self.lists))  # rows the graph stopped reaching since
         self._confirm(found, pairs, searched, wanted, vectors, keys)
 
     def _confirm(
@@ -149,16 +151,8 @@ class SynonymLists:
     ) -> None:
         """Add to `found` the candidate pairs whose exact cosine passes, each once: pairs of a searched row and
         a wanted one, including those a search found the other way round (from a searched or lost row)."""
-        top = len(wanted)
-        q_rows, t_rows = np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])
-        back = t_rows < top
-        back[back] = searched[t_rows[back]]  # a hit that was searched too: the pair seen from its side
-        q_rows, t_rows = np.concatenate([q_rows, t_rows[back]]), np.concatenate([t_rows, q_rows[back]])
-        keep = (t_rows < top) & (q_rows != t_rows)
-        keep[keep] = wanted[t_rows[keep]]
-        pair = np.unique(q_rows[keep] * top + t_rows[keep])
-        q_rows, t_rows = pair // top, pair % top
-        for start in range(0, len(pair), 1 << 16):
+        q_rows, t_rows = oriented(pairs, searched, wanted)
+        for start in range(0, len(q_rows), 1 << 16):
             q, t = q_rows[start : start + (1 << 16)], t_rows[start : start + (1 << 16)]
             both = (vectors(q).astype(np.float64), vectors(t).astype(np.float64))
             exact = np.round(np.einsum("ij,ij->i", *both), 9)
