@@ -265,7 +265,7 @@ class _Forgetful(set[int]):
 def test_rows_their_own_search_misses_are_compared_exactly(
     one_faiss_thread: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    vectors = copies_among_random(3)  # a seed whose graph cuts copies off (seed 1's half-precision one does not)
+    vectors = copies_among_random(5)  # a seed whose graph cuts copies off (seeds 2 and 3's do not)
     keys = [f"p{i:04d}" for i in range(3000)]
     exact = pairs(lists_of(None, keys, vectors))
     assert len(exact) == 100 * 99  # the copies, each with the other 99
