@@ -224,3 +224,30 @@ def test_triples_read_the_saved_arrays_as_the_facts_they_came_from() -> None:
     for bad in ((pairs, verbs[:3]), (pairs + 40, verbs), (pairs, verbs + 3)):
         with pytest.raises(ValueError):
             Triples().restore(phrases, relations, *bad)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident size from /proc")
+def test_a_scattered_gather_keeps_few_mapped_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Rows.gather` reads every 16th row of a mapped 128 MiB matrix as indexing does (oracle: the matrix
+    itself), with at most one slice's pages in the process at a time (oracle: VmRSS, sampled before each drop),
+    where plain indexing maps nearly the whole file: a fault maps the cached pages around it too."""
+    matrix = np.random.default_rng(7).standard_normal((131_072, 256)).astype(np.float32)
+    np.save(tmp_path / "m.npy", matrix)
+    picked = np.arange(3, len(matrix), 16, dtype=np.int64)  # 8,192 rows, 16 KiB apart
+    rows = Rows(256)
+    rows.adopt(np.load(tmp_path / "m.npy", mmap_mode="c"))
+    view = rows.view()
+    opened = resident_kib()
+    plain = view[picked]
+    if resident_kib() - opened < 64 * 1024:
+        pytest.skip("this kernel maps no pages around a fault: nothing to keep out")
+    rows.release()
+    opened = resident_kib()
+    sampled: list[int] = []
+    release = rows.release
+    monkeypatch.setattr(rows, "release", lambda: (sampled.append(resident_kib() - opened), release())[1])
+    gathered = rows.gather(view, picked)
+    assert np.array_equal(gathered, matrix[picked]) and np.array_equal(gathered, plain)
+    assert len(sampled) == 4 and max(sampled) < 48 * 1024  # a slice of 2,048 rows spans 32 MiB
+    assert resident_kib() - opened < 20 * 1024
+    assert np.array_equal(rows.gather(view, picked[:100]), matrix[picked[:100]])  # a few rows: plain indexing

@@ -20,6 +20,7 @@ from engram.types import Triple
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
+GATHER_ROWS = 2_048  # rows per slice of `Rows.gather`, after each of which the mapped pages are dropped
 
 
 class RowView:
@@ -188,6 +189,19 @@ class Rows:
         self.tail = np.zeros((16, self.dim), dtype=np.float32)
         self.tail_size = 0
         return True
+
+    def gather(self, view: RowView, rows: IntArray) -> Vectors:
+        """`view[rows]` (a view of these rows), read `GATHER_ROWS` rows at a time with this process's mapped
+        pages dropped after each slice (`release`). A read fault maps the file's cached pages around the row
+        too (the kernel's fault-around, 64 KiB by default), so a few thousand rows spread over a mapped matrix
+        would otherwise put most of its pages in this process's resident set until the next `release`."""
+        if len(rows) <= GATHER_ROWS:
+            return view[rows]
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        for start in range(0, len(rows), GATHER_ROWS):
+            out[start : start + GATHER_ROWS] = view[rows[start : start + GATHER_ROWS]]
+            self.release()
+        return out
 
     def release(self, window: Vectors | None = None) -> None:
         """Drop this process's pages of the mapped rows (spilled ones, and memory-mapped parts no `set_row`

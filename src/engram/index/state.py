@@ -351,12 +351,13 @@ class IndexState:
     def update_synonyms(self) -> set[int]:
         """Apply the batch's phrase births and deaths to the synonym lists; returns phrase rows whose lists
         changed (to persist)."""
-        vectors = self.vectors["phrase"].view()
+        phrases = self.vectors["phrase"]
+        vectors = phrases.view()
 
         def of(rows: IntArray) -> Vectors:
             if len(rows) and bool((np.diff(rows) == 1).all()):  # a run of consecutive rows: a view, no copy
                 return vectors[rows[0] : rows[-1] + 1]
-            return vectors[rows]
+            return phrases.gather(vectors, rows)
 
         alive = self.alive_phrases()
         new = np.array(sorted(set(self.changes.new_phrases)), dtype=np.int64)
