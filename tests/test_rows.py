@@ -250,4 +250,9 @@ def test_a_scattered_gather_keeps_few_mapped_pages(tmp_path: Path, monkeypatch: 
     assert np.array_equal(gathered, matrix[picked]) and np.array_equal(gathered, plain)
     assert len(sampled) == 4 and max(sampled) < 48 * 1024  # a slice of 2,048 rows spans 32 MiB
     assert resident_kib() - opened < 20 * 1024
-    assert np.array_equal(rows.gather(view, picked[:100]), matrix[picked[:100]])  # a few rows: plain indexing
+    sampled.clear()
+    opened = resident_kib()
+    few = rows.gather(view, picked[:1000])  # a block of 1,000 rows (16 MiB of the file): dropped after it too
+    assert np.array_equal(few, matrix[picked[:1000]]) and len(sampled) == 1 and sampled[0] > 8 * 1024
+    assert resident_kib() - opened < 4 * 1024
+    assert rows.gather(view, np.zeros(0, dtype=np.int64)).shape == (0, 256)

@@ -193,10 +193,9 @@ class Rows:
     def gather(self, view: RowView, rows: IntArray) -> Vectors:
         """`view[rows]` (a view of these rows), read `GATHER_ROWS` rows at a time with this process's mapped
         pages dropped after each slice (`release`). A read fault maps the file's cached pages around the row
-        too (the kernel's fault-around, 64 KiB by default), so a few thousand rows spread over a mapped matrix
-        would otherwise put most of its pages in this process's resident set until the next `release`."""
-        if len(rows) <= GATHER_ROWS:
-            return view[rows]
+        too (the kernel's fault-around, 64 KiB by default), so rows spread over a mapped matrix, gathered a few
+        thousand at a time, would otherwise put most of its pages in this process's resident set until the
+        next `release`."""
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         for start in range(0, len(rows), GATHER_ROWS):
             out[start : start + GATHER_ROWS] = view[rows[start : start + GATHER_ROWS]]
