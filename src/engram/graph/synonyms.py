@@ -246,7 +246,10 @@ class SynonymLists:
                 del self._edges[pair]
             else:
                 self._edges[pair] = (count - 1, sim)
-        self.lists[row] = neighbours
+        if neighbours:
+            self.lists[row] = neighbours
+        else:  # most phrases have no synonym: no entry (not a dict entry and an empty list per phrase)
+            self.lists.pop(row, None)
         for sim, _, new in neighbours:
             self.incoming.setdefault(new, set()).add(row)
             pair = (min(row, new), max(row, new))
@@ -289,7 +292,6 @@ class SynonymLists:
                 self._set(other, [n for n in current if n[2] != row])
                 changed.add(other)
             self._set(row, [])
-            del self.lists[row]
             self.incoming.pop(row, None)
         if recompute:
             rows = np.array(sorted(recompute), dtype=np.int64)
@@ -341,8 +343,8 @@ class SynonymLists:
         assert self._saved is not None
         arrays, keys = self._saved
         self._saved, self._saved_edges = None, None
-        filled = np.diff(arrays["offsets"]) > 0  # most phrases have no synonym: their lists are made in bulk
-        self.lists = {row: [] for row in arrays["rows"][~filled].tolist()}
+        filled = np.diff(arrays["offsets"]) > 0  # older states list the phrases with none too: skipped
+        self.lists = {}
         rows, offsets = arrays["rows"][filled].tolist(), arrays["offsets"][:-1][filled].tolist()
         ends = arrays["offsets"][1:][filled].tolist()
         neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
