@@ -248,7 +248,7 @@ class SynonymLists:
                 self._edges[pair] = (count - 1, sim)
         if neighbours:
             self.lists[row] = neighbours
-        else:  # most phrases have no synonym: no entry (not a dict entry and an empty list per phrase)
+        else:  # most phrases have no synonym, and get no entry (a dict entry and an empty list each)
             self.lists.pop(row, None)
         for sim, _, new in neighbours:
             self.incoming.setdefault(new, set()).add(row)
