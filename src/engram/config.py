@@ -18,17 +18,26 @@ class GraphConfig:
 
     `ann`: synonym neighbours by approximate nearest-neighbour search (the `ann` extra) - "auto" once
     `ann_min_rows` phrases are searched and the extra is installed, "on" always, "off" never (exact search,
-    quadratic in phrases when building)."""
+    quadratic in phrases when building).
+
+    `fact_codes`: score a query's facts through 8-bit codes of the fact vectors with an exact re-check of the
+    rows that can matter (engram.index.coded; the `ann` extra) - "auto" from `fact_codes_min_rows` facts with
+    the extra installed, "on" always, "off" never. The results are the same either way; the codes are a quarter
+    of the float32 vectors a full scan reads at every query."""
 
     synonym_threshold: float = 0.8
     synonym_top_k: int = 100
     context_weight: float = 0.5
     ann: str = "auto"
     ann_min_rows: int = 50_000
+    fact_codes: str = "auto"
+    fact_codes_min_rows: int = 500_000
 
     def __post_init__(self) -> None:
-        if self.ann not in ("auto", "on", "off"):
-            raise InputError(f"graph setting ann must be auto, on or off, not {self.ann!r}")
+        for name in ("ann", "fact_codes"):
+            value = getattr(self, name)
+            if value not in ("auto", "on", "off"):
+                raise InputError(f"graph setting {name} must be auto, on or off, not {value!r}")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ def available() -> bool:
     return importlib.util.find_spec("faiss") is not None
 
 
-def _faiss() -> Any:
+def library() -> Any:
+    """The faiss module (InputError naming the extra when it is not installed)."""
     try:
         import faiss
     except ImportError as exc:
@@ -59,7 +60,7 @@ class AnnIndex:
     `write` both as one."""
 
     def __init__(self, dim: int, m: int = M, ef_construction: int = 80, ef_search: int = 32) -> None:
-        faiss = _faiss()
+        faiss = library()
         self.dim = dim
         self.ef_search = ef_search
         self._index = _graph(faiss, dim, m, ef_construction)  # the entries added in RAM
@@ -178,7 +179,7 @@ class AnnIndex:
         """Write every entry as one graph to `path`, atomically. With a mapped base, the base is read into RAM
         (from its file when that is still the one mapped, else from the mapping), the added entries are
         inserted into it, and the result is written; this index then maps the written file as its base."""
-        faiss = _faiss()
+        faiss = library()
         if self._base is None:
             _write(self._index, path)
             return
@@ -195,7 +196,7 @@ class AnnIndex:
 
     def _map(self, path: Path) -> None:
         """Take the graph saved at `path` as the base (mapped), with no entries in RAM."""
-        faiss = _faiss()
+        faiss = library()
         flag = getattr(faiss, "IO_FLAG_MMAP_IFC", None)
         base = faiss.read_index(str(path), flag) if flag is not None else faiss.read_index(str(path))
         if int(base.d) != self.dim or not hasattr(base, "hnsw"):
@@ -212,7 +213,7 @@ class AnnIndex:
         """An index saved by `write`, mapped as the base (and the graph `write_added` saved, read into RAM to
         grow), its entries labelled 0..n-1 until `relabel` (ValueError when unreadable or of another
         dimension)."""
-        faiss = _faiss()
+        faiss = library()
         out = cls(dim)
         try:
             out._map(path)
@@ -245,5 +246,5 @@ def _identity(path: Path) -> tuple[int, int, int]:
 
 def _write(index: Any, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    _faiss().write_index(index, str(tmp))
+    library().write_index(index, str(tmp))
     os.replace(tmp, path)

@@ -21,6 +21,7 @@ from engram.errors import InputError
 from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
+from engram.index.coded import CodedRows
 from engram.index.names import NameTable
 from engram.index.rows import LazyDict, Rows, SortedKeys
 from engram.index.saved_tables import Pairs, RowSets, Triples
@@ -96,6 +97,7 @@ class IndexState:
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation: LazyDict[tuple[int, int], int] = LazyDict()  # pair -> facts joining it
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
+        self.fact_codes = CodedRows(self.vectors["fact"])  # filled by the first query that uses it (view())
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
         self.saved_as: str | None = None  # the saved state (its state.json checksum) whose rows these rows are
         self.changes = Changes()

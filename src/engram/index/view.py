@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.ppr import SymmetricWalk, solve_pagerank
+from engram.index.coded import CodedRows, use_codes
 from engram.index.edges import derive_edges
 from engram.index.names import NameSnapshot
 from engram.index.rows import RowView
@@ -55,6 +56,7 @@ class GraphIndex:
     fact_rank: npt.NDArray[np.int64]
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
     patched: bool = False  # edge arrays patched from the previous view's (engram.index.edges)
+    fact_codes: CodedRows | None = None  # scores the best and worst facts of `fact_scores(..., top)` (or None)
     _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
     _memo: dict[str, object] = field(default_factory=dict)
@@ -118,8 +120,18 @@ class GraphIndex:
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
         return self._scores(self.passage_vectors, self.passage_alive, query_vectors)
 
-    def fact_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
-        return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
+    def fact_scores(self, query_vectors: npt.ArrayLike, top: int | None = None) -> FloatArray:
+        """Cosines of the queries with every fact row, as (q, rows), dead rows at the lowest alive score. With
+        `top`, a view with `fact_codes` scores exactly only the `top` best alive rows and the lowest score, and
+        gives every other row the lowest (what ranking the top facts and min-max scaling read: the same
+        results as all the scores, engram.index.coded)."""
+        if top is None or self.fact_codes is None or not self.fact_alive.any():
+            return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
+        q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.fact_vectors.shape[1])
+        out = np.zeros((len(q), len(self.fact_alive)), dtype=np.float64)
+        for qi, vector in enumerate(q):
+            out[qi] = self.fact_codes.extremes(self.fact_vectors, self.fact_alive, vector, top)
+        return out
 
     def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
         return self._scores(self.phrase_vectors, self.phrase_alive, query_vectors)
@@ -208,6 +220,7 @@ def view(state: IndexState) -> GraphIndex:
         fact_rank=_ranks(order["fact"], len(state.facts)),
         names=state.names.snapshot(state.passage_context, state.passage_alive),
         patched=edges.patched,
+        fact_codes=state.fact_codes if use_codes(state.config, len(state.facts)) else None,
     )
 
 

@@ -92,7 +92,7 @@ def no_passage_nodes(
     method = "hipporag2-no-passage-nodes"
     if not bool(index.fact_alive.any()):
         return phrase_graph_rank(index, [None] * len(queries), passage_scores, config.damping, k, method)
-    fact_scores = index.fact_scores(vectors)
+    fact_scores = index.fact_scores(vectors, config.fact_top_k)
     counts = index.phrase_passage_counts if config.node_specificity else None
     picked = kept_facts_all(index, queries, fact_scores, config, recognition)
     seeds: list[tuple[IntArray, FloatArray] | None] = []

@@ -95,7 +95,7 @@ def hipporag2_default(
 ) -> list[GraphRanking]:
     """Rank passages for each query; one batched Personalized PageRank for all queries with seeds."""
     passage_scores = index.dense_scores(query_vectors)
-    fact_scores = index.fact_scores(query_vectors)
+    fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k)
     keep = named_only if config.named_links else None
     none: tuple[IntArray, FloatArray] = (np.zeros(0, np.int64), np.zeros(0))
     links = link_seeds(index, queries, keep) if config.query_links else [none] * len(queries)

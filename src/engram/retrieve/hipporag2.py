@@ -29,7 +29,7 @@ def hipporag2(
     """The paper's method (`hipporag2-paper`). Queries whose filter keeps no fact fall back to dense
     ranking; the others run one batched Personalized PageRank."""
     passage_scores = index.dense_scores(query_vectors)
-    fact_scores = index.fact_scores(query_vectors)
+    fact_scores = index.fact_scores(query_vectors, config.fact_top_k)
     picked = kept_facts_all(index, queries, fact_scores, config, recognition)
     counts = index.phrase_passage_counts if config.node_specificity else None
     resets: list[npt.NDArray[np.float64] | None] = []

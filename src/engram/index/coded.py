@@ -1,0 +1,145 @@
+"""Exact best and worst scores of a large vector table through 8-bit codes (optional: the `ann` extra, faiss).
+
+A query's fact scores feed HippoRAG 2 only through the top few facts and the normalisation by the highest and
+lowest score, yet scoring every fact reads the whole float32 table (1.4 GB at 0.9M facts) at every query and
+keeps it in the process. `CodedRows` keeps a copy of the rows as 8-bit codes (faiss's scalar quantizer, one
+byte per component over each dimension's range: a quarter of the bytes) and the largest coding error of any
+row, `error` (the Euclidean norm of decoded minus float32 row). A code's score is within ||q|| x error of the
+row's, so one pass over the codes finds every row that can be among the `top` best or the worst, and only
+those rows are scored from the float32 table, by the same loop as a full scan (`row_dots`): the rows found,
+their scores and therefore the whole ranking are bit for bit those of the full scan. Rows whose error exceeds
+the bound (appended later, outside the ranges the codes were fitted to) are scored from float32 every time.
+
+Rows only grow and a row's vector never changes (facts); the codes follow the table by encoding, at the next
+search, the rows appended since, a slice at a time with the table's mapped pages dropped after each.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.config import GraphConfig
+from engram.errors import InputError
+from engram.graph.ann import INSTALL, available, library
+from engram.graph.parallel import row_dots
+from engram.index.rows import Rows, RowView
+
+Vectors = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+SLICE_ROWS = 16_384  # rows encoded at a time (24 MiB of float32 at 384 dimensions)
+FIRST_K = 256  # code results per query before widening (a wider first search costs little more)
+ROUNDING = 1e-4  # float32 sums of 384 products: both scores' rounding stays far below this x ||q|| x ||row||
+
+
+def use_codes(config: GraphConfig, facts: int) -> bool:
+    """Whether a view of `facts` fact rows scores them through codes, by `config.fact_codes`."""
+    if config.fact_codes == "on" and not available():
+        raise InputError(INSTALL)
+    if config.fact_codes == "off" or (config.fact_codes == "auto" and not available()):
+        return False
+    return config.fact_codes == "on" or facts >= config.fact_codes_min_rows
+
+
+class CodedRows:
+    """8-bit codes of the rows of `rows` (a table that only grows, rows never rewritten)."""
+
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
+        self.dim = rows.dim
+        self._index: Any = None  # faiss IndexScalarQuantizer over rows 0..encoded-1, fitted at the first encoding
+        self.error = 0.0  # the largest coding error of a row within the fitted ranges
+        self.norm = 0.0  # the largest row norm
+        self.outliers: IntArray = np.zeros(0, dtype=np.int64)  # rows coded worse than `error`
+        self._lock = threading.Lock()
+
+    @property
+    def encoded(self) -> int:
+        return 0 if self._index is None else int(self._index.ntotal)
+
+    @property
+    def nbytes(self) -> int:
+        return self.encoded * self.dim
+
+    def extremes(self, view: RowView, alive: BoolArray, query: Vectors, top: int) -> FloatArray:
+        """The query's scores (float32 dots, as float64) of the `top` best alive rows of `view` and of the worst,
+        every other row at the lowest alive score. Exact: see the module's text."""
+        size = len(alive)
+        with self._lock:
+            self._extend(view, size)
+            keep = np.zeros(max(self.encoded, size), dtype=bool)
+            keep[:size] = alive
+            q = np.asarray(query, dtype=np.float32).reshape(-1)
+            slack = 2 * float(np.linalg.norm(q)) * (self.error + ROUNDING * max(self.norm, 1.0))
+            best = self._within(np.stack([q, -q]), keep, top, slack)
+        found = np.union1d(np.concatenate(best), self.outliers[keep[self.outliers]])
+        exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
+        low = float(exact.min())
+        out = np.full(size, low, dtype=np.float64)
+        out[found] = exact
+        return out
+
+    def _within(self, queries: Vectors, keep: BoolArray, top: int, slack: float) -> list[IntArray]:
+        """For each query (the vector, then its negation), the alive rows whose code score is within `slack`
+        of the `top`-th best (of the best, for the negation), widening the search until no more can be."""
+        faiss = library()
+        bits = np.packbits(keep, bitorder="little")
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits)))
+        alive = int(keep.sum())
+        wants = [min(top, alive), min(1, alive)]
+        k = min(max(FIRST_K, 4 * top), alive)
+        while True:
+            scores, ids = self._index.search(queries, max(k, 1), params=params)
+            out: list[IntArray] = []
+            wider = False
+            for qi, want in enumerate(wants):
+                hit = ids[qi] >= 0
+                if not want or not hit.any():
+                    out.append(np.zeros(0, dtype=np.int64))
+                    continue
+                floor = float(scores[qi][hit][want - 1]) - slack
+                near = hit & (scores[qi] >= floor)
+                out.append(ids[qi][near].astype(np.int64))
+                wider |= bool(near.all()) and k < alive
+            if not wider:
+                return out
+            k = min(4 * k, alive)
+
+    def _extend(self, view: RowView, size: int) -> None:
+        """Encode rows `encoded`..`size` of `view` (fitting the codes' ranges first, when none are)."""
+        start = self.encoded
+        if start >= size:  # a newer view's search encoded them (an older view masks the rows past its own)
+            return
+        if self._index is None:
+            self._index = self._fit(view, size)
+        outliers: list[IntArray] = [self.outliers]
+        for first in range(start, size, SLICE_ROWS):
+            x = np.ascontiguousarray(view[first : min(first + SLICE_ROWS, size)], dtype=np.float32)
+            codes = self._index.sa_encode(x)
+            errors = np.linalg.norm(self._index.sa_decode(codes) - x, axis=1)
+            self._index.add_sa_codes(codes)
+            self.norm = max(self.norm, float(np.linalg.norm(x, axis=1).max()))
+            if start == 0:
+                self.error = max(self.error, float(errors.max()))
+            else:
+                outliers.append(first + np.flatnonzero(errors > self.error).astype(np.int64))
+            self.rows.release()
+        self.outliers = np.concatenate(outliers)
+
+    def _fit(self, view: RowView, size: int) -> Any:
+        """A scalar quantizer whose ranges are each dimension's minimum and maximum over the rows present."""
+        faiss = library()
+        low = np.full(self.dim, np.inf, dtype=np.float32)
+        high = np.full(self.dim, -np.inf, dtype=np.float32)
+        for first in range(0, size, SLICE_ROWS):
+            x = view[first : min(first + SLICE_ROWS, size)]
+            low, high = np.minimum(low, x.min(axis=0)), np.maximum(high, x.max(axis=0))
+            self.rows.release()
+        index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+        index.train(np.stack([low, high]))  # min-max ranges: of these two rows, the ones above
+        return index

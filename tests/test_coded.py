@@ -1,0 +1,165 @@
+"""Fact scores through 8-bit codes (engram.index.coded, issue 11): the best rows, their scores and the lowest
+score are exactly those of a full float32 scan, and retrieval gives the same results with and without codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
+from engram.embed import HashEmbedder
+from engram.graph import ann
+from engram.graph.parallel import row_dots
+from engram.index.coded import CodedRows, use_codes
+from engram.index.rows import Rows
+from engram.retrieve.scoring import min_max, top_k
+
+if not ann.available():
+    pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
+
+
+def clustered(count: int, dim: int, seed: int, spread: float = 0.05) -> np.ndarray:
+    """Unit rows around a few centres, with exact copies: many scores close together, and ties."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(8, dim))
+    x = centres[rng.integers(0, 8, count)] + spread * rng.normal(size=(count, dim))
+    copies = np.arange(0, count - 1, 17)
+    x[copies] = x[copies + 1]  # copies: equal scores, ordered by the tie-break
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x.astype(np.float32)
+
+
+def oracle(matrix: np.ndarray, alive: np.ndarray, query: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The full scan's top rows (ties by row), their scores, and the lowest alive score."""
+    scores = row_dots(np.ascontiguousarray(matrix), query).astype(np.float64)
+    best = top_k(np.where(alive, scores, -np.inf), top)
+    return best, scores[best], float(scores[alive].min())
+
+
+def check(codes: CodedRows, rows: Rows, alive: np.ndarray, queries: np.ndarray, top: int) -> None:
+    view = rows.view()
+    matrix = np.asarray(view)
+    for query in queries:
+        got = codes.extremes(view, alive, query, top)
+        best, scores, low = oracle(matrix, alive, query, top)
+        mine = top_k(np.where(alive, got, -np.inf), top)
+        assert mine.tolist() == best.tolist()
+        assert got[mine].tolist() == scores.tolist()  # bit for bit
+        assert float(got[alive].min()) == low
+        assert min_max(got)[mine].tolist() == min_max(np.where(alive, row_dots(matrix, query), low))[best].tolist()
+
+
+@pytest.mark.parametrize("top", [1, 5, 300])
+def test_the_best_and_worst_rows_are_those_of_a_full_scan(top: int) -> None:
+    """Near-equal scores around the cut (clusters, copies), dead rows, rows appended after the codes were
+    fitted and outside their ranges (scored exactly), and a `top` beyond the first search's width."""
+    rng = np.random.default_rng(1)
+    rows = Rows(48)
+    rows.append(clustered(6000, 48, seed=2))
+    codes = CodedRows(rows)
+    alive = rng.random(6000) > 0.2
+    queries = np.concatenate([clustered(6, 48, seed=2, spread=0.2), clustered(4, 48, seed=5)])
+    check(codes, rows, alive, queries, top)
+    assert codes.encoded == 6000 and not len(codes.outliers)
+    later = 3.0 * clustered(500, 48, seed=9)  # far outside the fitted ranges
+    later /= np.linalg.norm(later, axis=1, keepdims=True)
+    rows.append(np.concatenate([later, clustered(500, 48, seed=2)]))
+    alive = np.concatenate([alive, rng.random(1000) > 0.1])
+    check(codes, rows, alive, queries, top)
+    assert codes.encoded == 7000 and len(codes.outliers) > 0
+
+
+def test_scores_closer_than_the_coding_error_and_many_equal_ones() -> None:
+    """Random directions (scores at the cut closer together than the codes can tell apart), and a query whose
+    best rows are 1,000 copies (more than the first search returns: the search widens, and the tie-break
+    picks the lowest rows)."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(8000, 48))
+    x[3000:4000] = x[2999]
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    rows = Rows(48)
+    rows.append(x.astype(np.float32))
+    queries = rng.normal(size=(40, 48)).astype(np.float32)
+    queries[0] = x[2999]
+    check(CodedRows(rows), rows, np.ones(8000, dtype=bool), queries / np.linalg.norm(queries, axis=1)[:, None], 5)
+    # every row's score within 0.05 of 0.5, hundreds of them within the codes' error of the cut: the errors
+    # reorder the band, and only rows within twice the error bound of the cut, re-scored, give the exact ones
+    q = rng.normal(size=48)
+    q /= np.linalg.norm(q)
+    noise = rng.normal(size=(8000, 48))
+    noise -= np.outer(noise @ q, q)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    a = 0.5 + 0.05 * rng.random(8000)
+    band = Rows(48)
+    band.append((a[:, None] * q + np.sqrt(1 - a**2)[:, None] * noise).astype(np.float32))
+    near_q = q + 0.002 * rng.normal(size=(30, 48))
+    near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
+    check(CodedRows(band), band, np.ones(8000, dtype=bool), near_q, 5)
+
+
+def test_a_view_older_than_the_codes_masks_the_newer_rows() -> None:
+    rows = Rows(32)
+    rows.append(clustered(3000, 32, seed=4))
+    old_view, old_alive = rows.view(), np.ones(3000, dtype=bool)
+    codes = CodedRows(rows)
+    rows.append(clustered(1000, 32, seed=7))
+    query = clustered(1, 32, seed=7)[0]
+    codes.extremes(rows.view(), np.ones(4000, dtype=bool), query, 5)  # the newer view encodes all 4000
+    got = codes.extremes(old_view, old_alive, query, 5)
+    best, scores, low = oracle(np.asarray(old_view), old_alive, query, 5)
+    assert len(got) == 3000 and top_k(got, 5).tolist() == best.tolist() and float(got.min()) == low
+    assert got[best].tolist() == scores.tolist()
+
+
+def test_codes_are_a_quarter_of_the_float32_rows() -> None:
+    rows = Rows(64)
+    rows.append(clustered(2000, 64, seed=3))
+    codes = CodedRows(rows)
+    codes.extremes(rows.view(), np.ones(2000, dtype=bool), clustered(1, 64, seed=3)[0], 5)
+    assert codes.nbytes * 4 == rows.view().shape[0] * 64 * 4
+
+
+def test_the_setting_is_checked_and_auto_waits_for_enough_facts() -> None:
+    with pytest.raises(InputError, match="fact_codes must be auto, on or off"):
+        MemoryConfig.from_dict({"graph": {"fact_codes": "yes"}})
+    assert use_codes(GraphConfig(fact_codes="on"), 10)
+    assert not use_codes(GraphConfig(fact_codes="off"), 10**9)
+    few = GraphConfig(fact_codes_min_rows=100)
+    assert not use_codes(few, 99) and use_codes(few, 100)
+
+
+WORDS = ["river", "mill", "town", "bank", "north", "old", "lake", "berg", "anna", "oster", "1901", "1910"]
+
+
+def corpus(count: int) -> tuple[list[Document], list[dict[str, object]]]:
+    rng = np.random.default_rng(11)
+
+    def phrase() -> str:
+        return " ".join(rng.choice(WORDS, int(rng.integers(1, 3))))
+
+    docs, extractions = [], []
+    for i in range(count):
+        triples = [[phrase(), str(rng.choice(["is near", "founded", "owned by"])), phrase()] for _ in range(3)]
+        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
+        extractions.append({"id": f"d{i}", "triples": triples})
+    return docs, extractions
+
+
+@pytest.mark.parametrize("method", ["hipporag2", "hipporag2-paper", "hipporag2-no-passage-nodes"])
+def test_retrieval_is_the_same_with_and_without_codes(tmp_path: Path, method: str) -> None:
+    docs, extractions = corpus(120)
+    queries = ["who owned the old mill", "north river bank", "anna berg 1901", "lake oster town"]
+    results = []
+    for setting in ("off", "on"):
+        config = MemoryConfig(graph=GraphConfig(ann="off", fact_codes=setting))
+        with Memory(tmp_path / setting, embedder=HashEmbedder(dim=64), config=config) as memory:
+            memory.index(docs, extractions=extractions)
+            memory.delete([f"d{i}" for i in range(0, 120, 7)])  # dead facts too
+            assert (memory._current().fact_codes is not None) == (setting == "on")
+            found = memory.retrieve(queries, top_k=10, method=method)
+            results.append([[(p.id, p.score) for p in r.passages] for r in found])
+            results.append([(r.method, r.facts, r.candidate_facts, r.seeds) for r in found])
+    assert results[0] == results[2] and results[1] == results[3]
+    assert all(facts for _, facts, _, _ in results[1])  # every query's facts were found and scored
