@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import tempfile
 from pathlib import Path
 from typing import IO
@@ -20,9 +21,12 @@ class Pages:
     back to the kernel: a shared mapping's, or a private one's never written (dropping a written private page
     would lose the change)."""
 
-    def __init__(self, mapping: mmap.mmap, rows: Vectors, offset: int) -> None:
+    def __init__(
+        self, mapping: mmap.mmap, rows: Vectors, offset: int, file: tuple[IO[bytes], int] | None = None
+    ) -> None:
         self.mapping, self.rows, self.offset = mapping, rows, offset
         self.start = int(rows.__array_interface__["data"][0])
+        self.file = file  # the mapped file, open, and where row 0 starts in it: `read` reads rows through it
 
     @classmethod
     def of(cls, rows: Vectors) -> Pages | None:
@@ -38,7 +42,25 @@ class Pages:
             offset = int(rows.__array_interface__["data"][0]) - ctypes.addressof(anchor)
         finally:
             del anchor
-        return cls(mapping, rows, offset) if 0 <= offset <= len(mapping) - rows.nbytes else None
+        if not 0 <= offset <= len(mapping) - rows.nbytes:
+            return None
+        return cls(mapping, rows, offset, _opened(rows))
+
+    def read(self, rows: npt.NDArray[np.int64], out: Vectors, at: npt.NDArray[np.int64]) -> bool:
+        """Copy `rows` into `out[at]` with reads of the file (the page cache's copy) rather than through the
+        mapping: a read fault maps the cached pages around the row too (a whole 2 MiB folio on this machine's
+        kernel), so rows gathered from all over a mapped matrix would put most of it in the process. Runs of
+        consecutive rows (to consecutive places) are read at once. False when there is no file to read."""
+        if self.file is None or not out.flags.c_contiguous:
+            return False
+        handle, first = self.file
+        size, fd = self.rows.strides[0], handle.fileno()
+        target = out.reshape(-1).view(np.uint8).data
+        begins = np.flatnonzero(np.r_[True, (np.diff(rows) != 1) | (np.diff(at) != 1)]) if len(rows) else rows
+        ends = np.r_[begins[1:], len(rows)]
+        for b, e, row, place in zip(begins.tolist(), ends.tolist(), rows[begins].tolist(), at[begins].tolist()):
+            _read_fully(fd, target[place * size : (place + e - b) * size], first + row * size)
+        return True
 
     def drop(self, window: Vectors | None = None) -> None:
         """Drop all the pages, or those wholly inside `window` (rows of `rows`; other rows are ignored)."""
@@ -57,11 +79,30 @@ class Pages:
             self.mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
+def _opened(rows: Vectors) -> tuple[IO[bytes], int] | None:
+    """The file of a matrix np.load mapped (`np.memmap`), opened for reading, and where its rows start."""
+    name = getattr(rows, "filename", None)
+    if not isinstance(rows, np.memmap) or name is None or not rows.flags.c_contiguous:
+        return None
+    try:
+        return open(name, "rb"), int(rows.offset)  # held open as long as the rows are
+    except OSError:
+        return None
+
+
+def _read_fully(fd: int, target: memoryview, position: int) -> None:
+    while len(target):
+        got = os.preadv(fd, [target], position)
+        if got <= 0:
+            raise OSError(f"the rows' file ended at byte {position}")
+        target, position = target[got:], position + got
+
+
 class Spilled:
     """Rows in an unnamed temporary file, mapped shared and writable."""
 
     def __init__(self, handle: IO[bytes], mapping: mmap.mmap, rows: Vectors) -> None:
-        self.handle, self.pages = handle, Pages(mapping, rows, 0)
+        self.handle, self.pages = handle, Pages(mapping, rows, 0, (handle, 0))
 
     @property
     def rows(self) -> Vectors:

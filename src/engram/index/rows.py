@@ -20,7 +20,6 @@ from engram.types import Triple
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
-GATHER_ROWS = 2_048  # rows per slice of `Rows.gather`, after each of which the mapped pages are dropped
 
 
 class RowView:
@@ -191,15 +190,25 @@ class Rows:
         return True
 
     def gather(self, view: RowView, rows: IntArray) -> Vectors:
-        """`view[rows]` (a view of these rows), read `GATHER_ROWS` rows at a time with this process's mapped
-        pages dropped after each slice (`release`). A read fault maps the file's cached pages around the row
-        too (the kernel's fault-around, 64 KiB by default), so rows spread over a mapped matrix, gathered a few
-        thousand at a time, would otherwise put most of its pages in this process's resident set until the
-        next `release`."""
+        """`view[rows]` (a view of these rows), with the rows of mapped files (saved parts no `set_row` wrote to,
+        spilled rows) read from the files (`Pages.read`), not through the mappings: a read fault maps the file's
+        cached pages around the row too, so rows spread over a mapped matrix would put most of its pages in
+        this process's resident set until the next `release`."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= len(view)):
+            raise IndexError(f"rows out of range for {len(view)} rows")
+        files = [(p.rows, p.pages) for p in self.parts if p.pages is not None]
+        files += [(s.rows, s.pages) for s in self.spilled]
         out = np.empty((len(rows), self.dim), dtype=np.float32)
-        for start in range(0, len(rows), GATHER_ROWS):
-            out[start : start + GATHER_ROWS] = view[rows[start : start + GATHER_ROWS]]
-            self.release()
+        which = np.searchsorted(view.starts, rows, side="right") - 1
+        for b, block in enumerate(view.blocks):
+            at = np.flatnonzero(which == b)
+            if not len(at):
+                continue
+            local = rows[at] - view.starts[b]
+            pages = next((pages for matrix, pages in files if matrix is block), None)
+            if pages is None or not pages.read(local, out, at):
+                out[at] = block[local]
         return out
 
     def release(self, window: Vectors | None = None) -> None:
