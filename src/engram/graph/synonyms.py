@@ -42,6 +42,9 @@ ANN_ROW_COST = 2000  # adding or searching one row of an HNSW index costs about 
 # a row that its own search does not return lies where the graph is poorly linked, and its search misses
 # neighbours that a wider one finds (bench/README.md): lost rows search this wide
 LOST_K = 256
+# candidate pairs re-checked at a time: each side's vectors in float64 are 8,192 x 384 x 8 bytes = 24 MiB (65,536
+# pairs were 0.4 GB at once, the anonymous memory peak of a 100k build)
+CONFIRM_PAIRS = 8_192
 
 
 class SynonymLists:
@@ -152,8 +155,8 @@ class SynonymLists:
         """Add to `found` the candidate pairs whose exact cosine passes, each once: pairs of a searched row and
         a wanted one, including those a search found the other way round (from a searched or lost row)."""
         q_rows, t_rows = oriented(pairs, searched, wanted)
-        for start in range(0, len(q_rows), 1 << 16):
-            q, t = q_rows[start : start + (1 << 16)], t_rows[start : start + (1 << 16)]
+        for start in range(0, len(q_rows), CONFIRM_PAIRS):
+            q, t = q_rows[start : start + CONFIRM_PAIRS], t_rows[start : start + CONFIRM_PAIRS]
             both = (vectors(q).astype(np.float64), vectors(t).astype(np.float64))
             exact = np.round(np.einsum("ij,ij->i", *both), 9)
             for a, b, sim in zip(q.tolist(), t.tolist(), exact.tolist()):

@@ -121,9 +121,10 @@ class CodedRows:
         for first in range(start, size, SLICE_ROWS):
             x = np.ascontiguousarray(view[first : min(first + SLICE_ROWS, size)], dtype=np.float32)
             codes = self._index.sa_encode(x)
-            errors = np.linalg.norm(self._index.sa_decode(codes) - x, axis=1)
+            off = self._index.sa_decode(codes) - x
+            errors = np.sqrt(np.einsum("ij,ij->i", off, off))
             self._index.add_sa_codes(codes)
-            self.norm = max(self.norm, float(np.linalg.norm(x, axis=1).max()))
+            self.norm = max(self.norm, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
             if start == 0:
                 self.error = max(self.error, float(errors.max()))
             else:
