@@ -200,12 +200,13 @@ class SynonymLists:
         self, rows: IntArray, others: IntArray, vectors: VectorsOf, other_vectors: npt.NDArray[np.float32]
     ) -> list[Pairs]:
         """(row, other) pairs whose float32 cosine is within `SLACK` of the threshold, by exact products (the
-        others' vectors given)."""
+        others' vectors given), in blocks of at most `self.block` rows and 4M products (16 MiB at once)."""
         out: list[Pairs] = []
         if not len(rows) or not len(others):
             return out
-        for start in range(0, len(rows), self.block):
-            block = rows[start : start + self.block]
+        step = max(1, min(self.block, (1 << 22) // len(others)))
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step]
             qi, oi = np.nonzero(vectors(block) @ other_vectors.T >= self.threshold - SLACK)
             out.append((block[qi], others[oi]))
         return out
