@@ -48,7 +48,7 @@ class Pages:
 
     def read(self, rows: npt.NDArray[np.int64], out: Vectors, at: npt.NDArray[np.int64]) -> bool:
         """Copy `rows` into `out[at]` with reads of the file (the page cache's copy) rather than through the
-        mapping: a read fault maps the cached pages around the row too (a whole 2 MiB folio on this machine's
+        mapping: a read fault maps the cached pages around the row too (a whole large folio on this machine's
         kernel), so rows gathered from all over a mapped matrix would put most of it in the process. Runs of
         consecutive rows (to consecutive places) are read at once. False when there is no file to read."""
         if self.file is None or not out.flags.c_contiguous:
