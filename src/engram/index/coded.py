@@ -66,9 +66,12 @@ class CodedRows:
     def nbytes(self) -> int:
         return self.encoded * self.dim
 
-    def extremes(self, view: RowView, alive: BoolArray, query: Vectors, top: int) -> FloatArray:
+    def extremes(
+        self, view: RowView, alive: BoolArray, query: Vectors, top: int, out: FloatArray | None = None
+    ) -> FloatArray:
         """The query's scores (float32 dots, as float64) of the `top` best alive rows of `view` and of the worst,
-        every other row at the lowest alive score. Exact: see the module's text."""
+        every other row at the lowest alive score, written to `out` (a new array by default) and returned.
+        Exact: see the module's text."""
         size = len(alive)
         with self._lock:
             self._extend(view, size)
@@ -79,8 +82,8 @@ class CodedRows:
             best = self._within(np.stack([q, -q]), keep, top, slack)
         found = np.union1d(np.concatenate(best), self.outliers[keep[self.outliers]])
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
-        low = float(exact.min())
-        out = np.full(size, low, dtype=np.float64)
+        out = np.empty(size, dtype=np.float64) if out is None else out
+        out.fill(float(exact.min()))
         out[found] = exact
         return out
 

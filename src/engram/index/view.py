@@ -128,9 +128,9 @@ class GraphIndex:
         if top is None or self.fact_codes is None or not self.fact_alive.any():
             return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.fact_vectors.shape[1])
-        out = np.zeros((len(q), len(self.fact_alive)), dtype=np.float64)
+        out = np.empty((len(q), len(self.fact_alive)), dtype=np.float64)
         for qi, vector in enumerate(q):
-            out[qi] = self.fact_codes.extremes(self.fact_vectors, self.fact_alive, vector, top)
+            self.fact_codes.extremes(self.fact_vectors, self.fact_alive, vector, top, out[qi])
         return out
 
     def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
