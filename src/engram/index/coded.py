@@ -12,11 +12,17 @@ the bound (appended later, outside the ranges the codes were fitted to) are scor
 
 Rows only grow and a row's vector never changes (facts); the codes follow the table by encoding, at the next
 search, the rows appended since, a slice at a time with the table's mapped pages dropped after each.
+
+Codes saved beside the snapshot (engram.index.codes_cache) are given by `loader` at the first search and used
+mapped read-only, not encoded again: rows appended after them (up to `tail_rows`) are scored exactly, like
+outliers; past that the codes are copied into RAM and the new rows encoded there.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +41,18 @@ FloatArray = npt.NDArray[np.float64]
 SLICE_ROWS = 16_384  # rows encoded at a time (24 MiB of float32 at 384 dimensions)
 FIRST_K = 256  # code results per query before widening (a wider first search costs little more)
 ROUNDING = 1e-4  # float32 sums of 384 products: both scores' rounding stays far below this x ||q|| x ||row||
+TAIL_ROWS = 8_192  # rows appended after saved codes that are scored exactly before the codes are copied to RAM
+
+
+@dataclass(frozen=True)
+class SavedCodes:
+    """Codes as saved: a faiss `IndexScalarQuantizer` (mapped read-only) of rows 0..ntotal-1, the largest coding
+    error of a row within its fitted ranges, the largest row norm, and the rows coded worse than that error."""
+
+    index: Any
+    error: float
+    norm: float
+    outliers: IntArray
 
 
 def use_codes(config: GraphConfig, facts: int) -> bool:
@@ -49,13 +67,17 @@ def use_codes(config: GraphConfig, facts: int) -> bool:
 class CodedRows:
     """8-bit codes of the rows of `rows` (a table that only grows, rows never rewritten)."""
 
-    def __init__(self, rows: Rows) -> None:
+    def __init__(self, rows: Rows, tail_rows: int = TAIL_ROWS) -> None:
         self.rows = rows
         self.dim = rows.dim
+        self.tail_rows = tail_rows
         self._index: Any = None  # faiss IndexScalarQuantizer over rows 0..encoded-1, fitted at the first encoding
+        self.mapped = False  # `_index` is saved codes, mapped read-only: rows past them are scored exactly
         self.error = 0.0  # the largest coding error of a row within the fitted ranges
         self.norm = 0.0  # the largest row norm
         self.outliers: IntArray = np.zeros(0, dtype=np.int64)  # rows coded worse than `error`
+        self.loader: Callable[[], SavedCodes | None] | None = None  # saved codes, asked for once, when first needed
+        self.saved_rows = 0  # rows of these codes that the saved file holds (engram.index.codes_cache)
         self._lock = threading.Lock()
 
     @property
@@ -80,7 +102,8 @@ class CodedRows:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             slack = 2 * float(np.linalg.norm(q)) * (self.error + ROUNDING * max(self.norm, 1.0))
             best = self._within(np.stack([q, -q]), keep, top, slack)
-        found = np.union1d(np.concatenate(best), self.outliers[keep[self.outliers]])
+        tail = np.arange(self.encoded, size, dtype=np.int64)  # rows past mapped codes
+        found = np.union1d(np.concatenate([*best, tail[alive[tail]]]), self.outliers[keep[self.outliers]])
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
         out = np.empty(size, dtype=np.float64) if out is None else out
         out.fill(float(exact.min()))
@@ -113,11 +136,37 @@ class CodedRows:
                 return out
             k = min(4 * k, alive)
 
+    def extend(self, view: RowView, size: int) -> None:
+        """Codes for rows 0..`size`-1 of `view`: loaded, or encoded (the rows past mapped codes only when more
+        than `tail_rows`)."""
+        with self._lock:
+            self._extend(view, size)
+
+    def saved(self) -> SavedCodes | None:
+        """The codes as `SavedCodes` (None before any are loaded or encoded)."""
+        if self._index is None:
+            return None
+        return SavedCodes(self._index, self.error, self.norm, self.outliers)
+
+    def adopt(self, saved: SavedCodes) -> None:
+        """Use `saved` (mapped, holding at most this table's rows) from now on."""
+        self._index, self.mapped, self.saved_rows = saved.index, True, int(saved.index.ntotal)
+        self.error, self.norm, self.outliers = saved.error, saved.norm, saved.outliers
+
     def _extend(self, view: RowView, size: int) -> None:
         """Encode rows `encoded`..`size` of `view` (fitting the codes' ranges first, when none are)."""
+        if self._index is None and self.loader is not None:
+            loader, self.loader = self.loader, None
+            saved = loader()
+            if saved is not None and saved.index.ntotal <= len(view) and saved.index.d == self.dim:
+                self.adopt(saved)
         start = self.encoded
         if start >= size:  # a newer view's search encoded them (an older view masks the rows past its own)
             return
+        if self.mapped:
+            if size - start <= self.tail_rows:
+                return
+            self._index, self.mapped = _in_ram(self._index), False
         if self._index is None:
             self._index = self._fit(view, size)
         outliers: list[IntArray] = [self.outliers]
@@ -147,3 +196,16 @@ class CodedRows:
         index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
         index.train(np.stack([low, high]))  # min-max ranges: of these two rows, the ones above
         return index
+
+
+def _in_ram(mapped: Any) -> Any:
+    """A copy in RAM of mapped codes, which can grow (faiss cannot add to a mapped index)."""
+    faiss = library()
+    index = faiss.IndexScalarQuantizer(mapped.d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+    index.sq.trained = mapped.sq.trained
+    index.is_trained = True
+    size = int(mapped.ntotal) * int(mapped.code_size)
+    if size:
+        codes = faiss.rev_swig_ptr(mapped.codes.data(), size).reshape(int(mapped.ntotal), int(mapped.code_size))
+        index.add_sa_codes(codes)
+    return index

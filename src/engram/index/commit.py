@@ -13,6 +13,7 @@ import numpy as np
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.index.ann_cache import save_ann
+from engram.index.codes_cache import save_codes
 from engram.index.rows import RowView
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.index.state_file import state_files
@@ -189,4 +190,5 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
     for role in ROLES:  # the next snapshot links the parts from where they lie now
         state.vectors[role].relocate(relocated(snapshot_dir(root, generation), sums, role, saved[role]))
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
+    save_codes(root, state, sums["state.json"])
     state.saved_as = sums["state.json"]

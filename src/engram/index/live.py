@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from engram.config import GraphConfig
@@ -12,6 +13,7 @@ from engram.embed.base import Embedder
 from engram.errors import ConflictError
 from engram.index.ann_cache import load_ann, start_check
 from engram.index.bm25 import BM25Index
+from engram.index.codes_cache import load_codes, save_codes
 from engram.index.commit import (
     VectorSource,
     fill_vectors,
@@ -92,6 +94,8 @@ class LiveIndex:
                 spill_vectors(self.root, self.state)  # rows a rebuild from the records appended
                 restored = token is not None
                 self.state.saved_as = token
+                if self.root is not None:
+                    self.state.fact_codes.loader = partial(load_codes, self.root, self.state)
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     self._lazy_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
@@ -242,3 +246,5 @@ class LiveIndex:
             if self.state is not None and self.dirty and self.root is not None:
                 save_snapshot(self.root, self.generation, self.state)
                 self.dirty = self._snapshot_damaged = False
+            elif self.state is not None and self.root is not None and self.state.saved_as is not None:
+                save_codes(self.root, self.state, self.state.saved_as, encode=False)  # codes this process encoded

@@ -1,0 +1,141 @@
+"""The fact vectors' 8-bit codes (engram.index.coded) kept on disk beside the vector snapshot, so the first query
+after opening a large memory does not encode every fact again (two passes over the float32 fact table: about
+as long as the rest of that query at 0.9M facts).
+
+`index/codes/` holds `fact.faiss` (a faiss `IndexScalarQuantizer` of fact rows 0..rows-1, written by faiss) and
+`manifest.json`, written last: {"format": 1, "files": {"fact.faiss": CRC-32}, "rows": its rows, "dim",
+"error": the largest coding error of a row within the fitted ranges, "norm": the largest row norm, "outliers":
+the rows coded worse than "error", "state": the saved state (its `state.json` checksum) whose fact rows they
+are}. Loading checks the checksum and the state, then maps the file read-only; anything that does not match is
+logged and ignored (the codes are then encoded again by the first query). Fact rows only grow and never change,
+so codes stay valid for the states saved after theirs: a save that keeps the file renames its state in the
+manifest; rows added since (up to `CodedRows.tail_rows`) are scored exactly until a save writes the codes again.
+Files are written under temporary names and renamed into place; the manifest is removed before a file is
+replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engram.graph.ann import available, library
+from engram.index.coded import SavedCodes, use_codes
+from engram.index.state import IndexState
+from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
+
+FOLDER = ("index", "codes")
+INDEX_FILE = "fact.faiss"
+FORMAT = 1
+log = logging.getLogger(__name__)
+
+
+def _folder(root: Path) -> Path:
+    return root.joinpath(*FOLDER)
+
+
+def _manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("format") == FORMAT else None
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    tmp = folder / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest), encoding="utf-8")
+    os.replace(tmp, folder / "manifest.json")
+
+
+def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
+    """The saved codes of `state`'s fact rows, mapped read-only, when they were written for the saved state
+    `state` was restored from (or one before it) and match their checksum; else None (logged when damaged)."""
+    folder = _folder(root)
+    manifest = _manifest(folder)
+    if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
+        return None
+    try:
+        verify_files(folder, manifest["files"], [INDEX_FILE])
+        faiss = library()
+        flag = getattr(faiss, "IO_FLAG_MMAP_IFC", None)
+        path = str(folder / INDEX_FILE)
+        index = faiss.read_index(path, flag) if flag is not None else faiss.read_index(path)
+        outliers = np.asarray(manifest["outliers"], dtype=np.int64).reshape(-1)
+        error, norm, rows = float(manifest["error"]), float(manifest["norm"]), int(manifest["rows"])
+        if not isinstance(index, faiss.IndexScalarQuantizer) or index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise ValueError("not an inner-product scalar quantizer")
+        if index.sq.qtype != faiss.ScalarQuantizer.QT_8bit or index.d != state.vectors["fact"].dim:
+            raise ValueError("not 8-bit codes of this memory's dimension")
+        if int(index.ntotal) != rows or rows > len(state.facts):
+            raise ValueError("its rows are not the manifest's or the memory's")
+        if len(outliers) and not 0 <= int(outliers.min()) <= int(outliers.max()) < rows:
+            raise ValueError("outliers beyond its rows")
+        if not (math.isfinite(error) and math.isfinite(norm) and error >= 0 and norm >= 0):
+            raise ValueError("its error bound is not a number")
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SnapshotDamaged) as exc:
+        log.warning("fact codes in %s are not used (%s): they are encoded again when needed", folder, exc)
+        return None
+    return SavedCodes(index, error, norm, outliers)
+
+
+def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -> None:
+    """Keep the fact codes of `state` beside the snapshot written as saved state `token`: the file as it is
+    when it holds all but at most `tail_rows` of the rows (its manifest then names `token`), else the codes
+    written again (encoded first when this process has none and `encode`). Nothing for a memory that does not
+    score facts through codes. A failure to write is logged, not raised: the codes are a cache."""
+    size = len(state.facts)
+    if not available() or not use_codes(state.config, size) or (not encode and state.fact_codes.saved() is None):
+        return
+    folder, codes = _folder(root), state.fact_codes
+    manifest = _manifest(folder)
+    same = manifest is not None and state.saved_as is not None and manifest.get("state") == state.saved_as
+    try:
+        if manifest is not None and same and codes.saved() is None and size - int(manifest["rows"]) <= codes.tail_rows:
+            _rename(folder, manifest, token)  # not loaded here: the file stays as it is
+            return
+        codes.extend(state.vectors["fact"].view(), size)
+        saved = codes.saved()
+        if saved is None:
+            return
+        if manifest is not None and same and codes.saved_rows and codes.encoded - codes.saved_rows <= codes.tail_rows:
+            _rename(folder, manifest, token)  # the file holds these codes' first rows
+            return
+        _write(folder, saved, token)
+        codes.saved_rows = codes.encoded
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        log.warning("fact codes were not saved in %s (%s): the next open encodes them when needed", folder, exc)
+
+
+def _rename(folder: Path, manifest: dict[str, Any], token: str) -> None:
+    if manifest.get("state") != token:
+        _write_manifest(folder, {**manifest, "state": token})
+
+
+def _write(folder: Path, saved: SavedCodes, token: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").unlink(missing_ok=True)  # the old file stops counting before it is replaced
+    tmp = folder / f".{INDEX_FILE}.tmp"
+    library().write_index(saved.index, str(tmp))
+    with tmp.open("rb+") as handle:
+        os.fsync(handle.fileno())
+    checksum = file_checksum(tmp, CRC)
+    os.replace(tmp, folder / INDEX_FILE)
+    rows = int(saved.index.ntotal)
+    manifest = {
+        "format": FORMAT,
+        "files": {INDEX_FILE: checksum},
+        "rows": rows,
+        "dim": int(saved.index.d),
+        "error": saved.error,
+        "norm": saved.norm,
+        "outliers": saved.outliers[saved.outliers < rows].tolist(),
+        "state": token,
+    }
+    _write_manifest(folder, manifest)
