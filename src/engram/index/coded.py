@@ -102,8 +102,9 @@ class CodedRows:
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             slack = 2 * float(np.linalg.norm(q)) * (self.error + ROUNDING * max(self.norm, 1.0))
             best = self._within(np.stack([q, -q]), keep, top, slack)
-        tail = np.arange(self.encoded, size, dtype=np.int64)  # rows past mapped codes
-        found = np.union1d(np.concatenate([*best, tail[alive[tail]]]), self.outliers[keep[self.outliers]])
+            tail = np.arange(self.encoded, size, dtype=np.int64)  # rows past mapped codes
+            best += [tail[alive[tail]], self.outliers[keep[self.outliers]]]
+        found = np.unique(np.concatenate(best))
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
         out = np.empty(size, dtype=np.float64) if out is None else out
         out.fill(float(exact.min()))
