@@ -21,7 +21,8 @@ outliers; past that the codes are copied into RAM and the new rows encoded there
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,11 +138,13 @@ class CodedRows:
                 return out
             k = min(4 * k, alive)
 
-    def extend(self, view: RowView, size: int) -> None:
-        """Codes for rows 0..`size`-1 of `view`: loaded, or encoded (the rows past mapped codes only when more
-        than `tail_rows`)."""
+    @contextmanager
+    def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:
+        """Codes for rows 0..`size`-1 of `view` (loaded, or encoded: the rows past mapped codes only when more
+        than `tail_rows`), unchanged by any search while the caller reads them (engram.index.codes_cache)."""
         with self._lock:
             self._extend(view, size)
+            yield self.saved()
 
     def saved(self) -> SavedCodes | None:
         """The codes as `SavedCodes` (None before any are loaded or encoded)."""

@@ -100,15 +100,15 @@ def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -
         if manifest is not None and same and codes.saved() is None and size - int(manifest["rows"]) <= codes.tail_rows:
             _rename(folder, manifest, token)  # not loaded here: the file stays as it is
             return
-        codes.extend(state.vectors["fact"].view(), size)
-        saved = codes.saved()
-        if saved is None:
-            return
-        if manifest is not None and same and codes.saved_rows and codes.encoded - codes.saved_rows <= codes.tail_rows:
-            _rename(folder, manifest, token)  # the file holds these codes' first rows
-            return
-        _write(folder, saved, token)
-        codes.saved_rows = codes.encoded
+        with codes.held(state.vectors["fact"].view(), size) as saved:
+            if saved is None:
+                return
+            kept = codes.saved_rows and codes.encoded - codes.saved_rows <= codes.tail_rows
+            if manifest is not None and same and kept:
+                _rename(folder, manifest, token)  # the file holds these codes' first rows
+                return
+            _write(folder, saved, token)
+            codes.saved_rows = codes.encoded
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         log.warning("fact codes were not saved in %s (%s): the next open encodes them when needed", folder, exc)
 
