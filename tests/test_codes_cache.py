@@ -144,3 +144,4 @@ def test_damaged_or_foreign_codes_are_not_used(pair: tuple[Path, Path], caplog: 
     with opened(on, "on") as memory, opened(off, "off") as oracle:
         assert results(memory) == results(oracle)
         assert not codes_of(memory).mapped  # codes of another saved state's rows
+    assert manifest(on)["state"] == "crc32:00000000"  # a close without changes leaves them (maybe newer) alone

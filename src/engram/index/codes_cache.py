@@ -55,8 +55,8 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
-    """The saved codes of `state`'s fact rows, mapped read-only, when they were written for the saved state
-    `state` was restored from (or one before it) and match their checksum; else None (logged when damaged)."""
+    """The saved codes of `state`'s fact rows, mapped read-only, when their manifest names the saved state
+    `state` was restored from and the file matches its checksum; else None (logged when damaged)."""
     folder = _folder(root)
     manifest = _manifest(folder)
     if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
@@ -89,13 +89,16 @@ def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -
     """Keep the fact codes of `state` beside the snapshot written as saved state `token`: the file as it is
     when it holds all but at most `tail_rows` of the rows (its manifest then names `token`), else the codes
     written again (encoded first when this process has none and `encode`). Nothing for a memory that does not
-    score facts through codes. A failure to write is logged, not raised: the codes are a cache."""
+    score facts through codes. Without `encode` (a close that wrote no snapshot) codes saved for another state,
+    perhaps a newer one, are left as they are. A failure to write is logged, not raised: the codes are a cache."""
     size = len(state.facts)
     if not available() or not use_codes(state.config, size) or (not encode and state.fact_codes.saved() is None):
         return
     folder, codes = _folder(root), state.fact_codes
     manifest = _manifest(folder)
     same = manifest is not None and state.saved_as is not None and manifest.get("state") == state.saved_as
+    if manifest is not None and not same and not encode:
+        return
     try:
         if manifest is not None and same and codes.saved() is None and size - int(manifest["rows"]) <= codes.tail_rows:
             _rename(folder, manifest, token)  # not loaded here: the file stays as it is
