@@ -28,6 +28,7 @@ import numpy as np
 from engram.graph.ann import available, library
 from engram.index.coded import SavedCodes, use_codes
 from engram.index.state import IndexState
+from engram.store.manifest import atomic_write_text
 from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
 
 FOLDER = ("index", "codes")
@@ -49,9 +50,7 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    tmp = folder / ".manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest), encoding="utf-8")
-    os.replace(tmp, folder / "manifest.json")
+    atomic_write_text(folder / "manifest.json", json.dumps(manifest))
 
 
 def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
