@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,3 +29,27 @@ def test_rows_follow_the_sorted_alive_keys(bulk: int, batches: list[list[tuple[s
         rows = order.rows(alive.__contains__)
         assert order.keys(alive.__contains__) == sorted(alive)
         assert rows.tolist() == [ROWS[k] for k in sorted(alive)]
+
+
+@pytest.mark.parametrize("bulk", [0, 3, 64])
+@settings(max_examples=60, deadline=None)
+@given(start=st.sets(st.sampled_from(KEYS)), batches=st.lists(batch, min_size=1, max_size=8))
+def test_a_restored_order_is_patched_without_its_key_list(
+    bulk: int, start: set[str], batches: list[list[tuple[str, bool]]]
+) -> None:
+    """A restored order (rows only, keys read one at a time by `key_of`) gives the same rows as the sorted
+    alive keys; a few changes at once never make the key list, many do."""
+    key_of = {row: key for key, row in ROWS.items()}.__getitem__
+    order: SortedKeys[str] = SortedKeys(ROWS)
+    order.BULK = bulk
+    order.restore(np.array([ROWS[k] for k in sorted(start)], dtype=np.int64), key_of)
+    alive, many = set(start), False
+    for changes in batches:
+        before = set(alive)
+        for key, on in changes:
+            (alive.add if on else alive.discard)(key)
+            order.touch(key)
+        many = many or len(before ^ alive) > bulk
+        assert order.rows(alive.__contains__).tolist() == [ROWS[k] for k in sorted(alive)]
+        assert (order._keys is None) == (not many)
+    assert order.keys(alive.__contains__) == sorted(alive)

@@ -124,8 +124,11 @@ def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
 
 
 def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
-    """Opening from the saved state and reading (a view, its edges and orders) looks no fact up by key and
-    sorts no key list; the first write builds them, equal to what the records give."""
+    """Opening from the saved state and reading (a view, its edges and orders) sorts no key list and makes no
+    dict of the facts or relation pairs; lookups by key search the saved arrays and equal what the records
+    give, and a few changes patch the fact order without making its key list."""
+    from collections import Counter
+
     from engram.index.view import view
 
     build(tmp_path)
@@ -134,13 +137,23 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     assert restored is not None
     state = restored[0]
     view(state)
-    assert state.fact_row._build is not None and state.fact_order._saved is not None
-    assert state.relation.source is not None and state.synonyms._saved is not None
-    assert dict(state.fact_row) == {fact: row for row, fact in enumerate(state.facts)}  # built on first use
-    alive = state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0)
-    assert alive == sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)
-    assert state.fact_row._build is None and state.fact_order._saved is None
-    assert len(state.relation) == len(dict(state.relation)) and state.relation.source is None
+    assert state.fact_order._keys is None and state.synonyms._saved is not None
+    assert not state.fact_row._added and not state.relation._changed
+    assert all(state.fact_row[fact] == row for row, fact in enumerate(state.facts))
+    assert dict(state.fact_row) == {fact: row for row, fact in enumerate(state.facts)}
+    joined: Counter[tuple[int, int]] = Counter()  # relation count: alive passages whose facts join the pair
+    for row, facts in enumerate(state.passage_facts):
+        if state.passage_alive[row]:
+            ends = (state.fact_phrases[f] for f in facts)
+            joined.update({(min(a, b), max(a, b)) for a, b in ends if a != b})
+    assert dict(state.relation) == dict(joined) and len(state.relation) == len(joined)
+    first = next(r for r in range(len(state.passages)) if state.passage_alive[r] and state.passage_facts[r])
+    state.set_triples(first, "done", [])  # a few facts die: patched by binary search over the saved rows
+    alive = state.fact_order.rows(lambda k: state.fact_support[state.fact_row[k]] > 0)
+    assert state.fact_order._keys is None
+    expected = sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)
+    assert alive.tolist() == [state.fact_row[f] for f in expected]
+    assert state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0) == expected
 
 
 def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.index import edges
+from engram.index.keyed import PairCounts
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 from engram.index.view import GraphIndex, view
@@ -101,7 +102,8 @@ def test_relation_table_of_saved_pairs_sorted_or_not() -> None:
     counts = rng.integers(1, 5, len(pairs))
     want = sorted(zip(map(tuple, pairs.tolist()), counts.tolist()))
     for order in (np.arange(len(pairs)), rng.permutation(len(pairs))):
-        relation = SimpleNamespace(source=(pairs[order], counts[order]))
+        relation = PairCounts()
+        relation.restore(pairs[order], counts[order])
         got_pairs, support = edges._relation_table(cast(IndexState, SimpleNamespace(relation=relation)))
         assert [tuple(p) for p in got_pairs.tolist()] == [p for p, _ in want]
         assert support.tolist() == [float(c) for _, c in want] and support.dtype == np.float64

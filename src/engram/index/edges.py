@@ -116,19 +116,9 @@ def _context_of(state: IndexState, rows: list[int]) -> IntArray:
 
 
 def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
-    """Relation pairs in sorted order and their support (from the saved arrays while the dict is unbuilt)."""
-    if state.relation.source is not None:
-        saved, counts = state.relation.source
-        keys = pair_keys(saved)
-        if bool((keys[1:] > keys[:-1]).all()):  # saved sorted (a state file is): the sort would change nothing
-            return saved.copy(), counts.astype(np.float64)
-        order = np.lexsort((saved[:, 1], saved[:, 0]))
-        return saved[order], counts[order].astype(np.float64)
-    count = len(state.relation)
-    pairs = _pairs(state.relation.keys(), count)
-    support = np.fromiter(state.relation.values(), dtype=np.float64, count=count)
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    return pairs[order], support[order]
+    """Relation pairs in sorted order and their support."""
+    pairs, counts = state.relation.arrays()
+    return pairs.copy(), counts.astype(np.float64)
 
 
 # patching ---------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar, cast, overload
@@ -220,61 +220,6 @@ class Rows:
 
 
 K = TypeVar("K", str, Triple)
-KT = TypeVar("KT")
-VT = TypeVar("VT")
-T = TypeVar("T")
-
-
-class LazyDict(MutableMapping[KT, VT]):
-    """A dict that a restored state can leave unbuilt (`defer`) until something first reads or writes it:
-    reads of a memory never look a fact up by its key nor a relation pair's count, only its writes do. Its
-    length is known unbuilt, and `source` keeps the arrays it will be built from (None once built)."""
-
-    def __init__(self) -> None:
-        self._data: dict[KT, VT] = {}
-        self._build: Callable[[], dict[KT, VT]] | None = None
-        self._size = 0
-        self.source: tuple[IntArray, IntArray] | None = None
-
-    def defer(
-        self, build: Callable[[], dict[KT, VT]], size: int, source: tuple[IntArray, IntArray] | None = None
-    ) -> None:
-        self._data, self._build, self._size, self.source = {}, build, size, source
-
-    @property
-    def data(self) -> dict[KT, VT]:
-        if self._build is not None:
-            with collector_paused():
-                built = self._build()
-            self._data, self._build, self.source = built, None, None
-        return self._data
-
-    def __getitem__(self, key: KT) -> VT:
-        return self.data[key]
-
-    @overload
-    def get(self, key: KT, /) -> VT | None: ...
-    @overload
-    def get(self, key: KT, default: VT, /) -> VT: ...
-    @overload
-    def get(self, key: KT, default: T, /) -> VT | T: ...
-    def get(self, key: KT, default: object = None, /) -> object:
-        return self.data.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.data
-
-    def __setitem__(self, key: KT, value: VT) -> None:
-        self.data[key] = value
-
-    def __delitem__(self, key: KT) -> None:
-        del self.data[key]
-
-    def __iter__(self) -> Iterator[KT]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return self._size if self._build is not None else len(self._data)
 
 
 class SortedKeys(Generic[K]):
@@ -286,10 +231,11 @@ class SortedKeys(Generic[K]):
 
     def __init__(self, row_of: Mapping[K, int]) -> None:
         self._row_of: Mapping[K, int] = row_of  # a key's row never changes
-        self._keys: list[K] = []
-        self._saved: tuple[IntArray, Callable[[int], K]] | None = None  # keys not yet looked up (`restore`)
+        self._keys: list[K] | None = []  # None: a restored order, its keys read through `_key_of` when needed
+        self._key_of: Callable[[int], K] | None = None  # a restored order's row -> key
+        self._many: Callable[[list[int]], list[K]] | None = None
         self._rows: IntArray = np.zeros(0, dtype=np.int64)
-        self._member = np.zeros(0, dtype=bool)  # by row: the key is in `_keys` (no set of every key)
+        self._member = np.zeros(0, dtype=bool)  # by row: the key is in the order (no set of every key)
         self._touched: set[K] = set()
 
     def touch(self, key: K) -> None:
@@ -297,27 +243,39 @@ class SortedKeys(Generic[K]):
 
     def keys(self, alive: Callable[[K], bool]) -> list[K]:
         self._refresh(alive)
-        self._look_up_saved()
-        return self._keys
+        return self._keys_made()
 
     def rows(self, alive: Callable[[K], bool]) -> IntArray:
         """The rows of `keys(alive)`, in the same order (a new array after each change, never mutated)."""
         self._refresh(alive)
         return self._rows
 
-    def restore(self, rows: IntArray, key_of: Callable[[int], K]) -> None:
-        """Take a saved order (the rows of the alive keys, by key) without sorting: nothing touched since."""
-        self._keys, self._saved = [], (rows, key_of)  # looked up on the first change or `keys` call
+    def restore(
+        self, rows: IntArray, key_of: Callable[[int], K], many: Callable[[list[int]], list[K]] | None = None
+    ) -> None:
+        """Take a saved order (the rows of the alive keys, by key) without sorting: nothing touched since. Its
+        keys are read one at a time (`key_of` a row) by the binary searches of a few changes, and all at once
+        (`many`, else `key_of` each) only when many change together or `keys` is called."""
+        self._keys, self._key_of, self._many = None, key_of, many
         self._rows = rows.astype(np.int64)
         self._member = np.zeros(int(rows.max()) + 1 if len(rows) else 0, dtype=bool)
         self._member[self._rows] = True
         self._touched = set()
 
-    def _look_up_saved(self) -> None:
-        if self._saved is not None:
-            rows, key_of = self._saved
+    def _keys_made(self) -> list[K]:
+        if self._keys is None:
+            assert self._key_of is not None
+            rows = self._rows.tolist()
             with collector_paused():
-                self._keys, self._saved = list(map(key_of, rows.tolist())), None
+                self._keys = self._many(rows) if self._many is not None else list(map(self._key_of, rows))
+        return self._keys
+
+    def _ordered(self) -> Sequence[K]:
+        """The keys in order: the list, or a restored order read through `_key_of` (for binary search)."""
+        if self._keys is not None:
+            return self._keys
+        assert self._key_of is not None
+        return _KeysAt(self._rows, self._key_of)
 
     def _is_member(self, key: K) -> bool:
         row = self._row_of[key]
@@ -326,26 +284,16 @@ class SortedKeys(Generic[K]):
     def _refresh(self, alive: Callable[[K], bool]) -> None:
         if not self._touched:
             return
-        self._look_up_saved()
         gone = sorted(k for k in self._touched if self._is_member(k) and not alive(k))
         fresh = sorted(k for k in self._touched if not self._is_member(k) and alive(k))
         self._touched = set()
         if len(gone) + len(fresh) > self.BULK:
             dropped = set(gone)
-            kept = [k for k in self._keys if k not in dropped] if gone else self._keys
+            kept = [k for k in self._keys_made() if k not in dropped] if gone else self._keys_made()
             self._keys = sorted(kept + fresh) if fresh else kept
             self._rows = np.fromiter(map(self._row_of.__getitem__, self._keys), np.int64, count=len(self._keys))
         else:
-            if gone:
-                at = [bisect_left(self._keys, k) for k in gone]
-                for i in reversed(at):
-                    del self._keys[i]
-                self._rows = np.delete(self._rows, at)
-            if fresh:
-                at = [bisect_left(self._keys, k) for k in fresh]
-                for i, k in zip(reversed(at), reversed(fresh)):
-                    self._keys.insert(i, k)
-                self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
+            self._apply_few(gone, fresh)
         rows = [self._row_of[k] for k in fresh]
         if rows and max(rows) >= len(self._member):
             grown = np.zeros(max(max(rows) + 1, len(self._member) + len(self._member) // 2), dtype=bool)
@@ -353,3 +301,38 @@ class SortedKeys(Generic[K]):
             self._member = grown
         self._member[[self._row_of[k] for k in gone]] = False
         self._member[rows] = True
+
+    def _apply_few(self, gone: list[K], fresh: list[K]) -> None:
+        """Delete `gone` and insert `fresh` (each sorted) by binary search, in the list or in the rows only."""
+        if gone:
+            at = [bisect_left(self._ordered(), k) for k in gone]
+            if self._keys is not None:
+                for i in reversed(at):
+                    del self._keys[i]
+            self._rows = np.delete(self._rows, at)
+        if fresh:
+            at = [bisect_left(self._ordered(), k) for k in fresh]
+            if self._keys is not None:
+                for i, k in zip(reversed(at), reversed(fresh)):
+                    self._keys.insert(i, k)
+            self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
+
+
+class _KeysAt(Sequence[K]):
+    """The keys of `rows`, each made when read (`key_of`): what `bisect` needs of a list, without the list."""
+
+    def __init__(self, rows: IntArray, key_of: Callable[[int], K]) -> None:
+        self._rows = rows
+        self._key_of: Callable[[int], K] = key_of
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> K: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[K]: ...
+    def __getitem__(self, index: int | slice) -> K | list[K]:
+        if isinstance(index, slice):
+            return [self._key_of(int(r)) for r in self._rows[index].tolist()]
+        return self._key_of(int(self._rows[index]))

@@ -22,8 +22,9 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.coded import CodedRows
+from engram.index.keyed import FactRows, PairCounts
 from engram.index.names import NameTable
-from engram.index.rows import LazyDict, Rows, SortedKeys
+from engram.index.rows import Rows, SortedKeys
 from engram.index.saved_tables import Pairs, RowSets, Triples
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
@@ -91,11 +92,11 @@ class IndexState:
             "done": 0,
         }  # phrase_refs > 0, kept as an array for O(1)-per-row upkeep
         self.facts = Triples()  # (subject, relation, object) of each fact row
-        self.fact_row: LazyDict[Triple, int] = LazyDict()  # built on the first write after a restore
+        self.fact_row = FactRows()  # the saved facts' arrays after a restore, searched by key
         self.fact_phrases = Pairs()  # (subject row, object row) of each fact
         self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)
         self.fact_support: list[int] = []  # alive passages stating the fact
-        self.relation: LazyDict[tuple[int, int], int] = LazyDict()  # pair -> facts joining it
+        self.relation = PairCounts()  # pair -> facts joining it
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
         self.fact_codes = CodedRows(self.vectors["fact"])  # filled by the first query that uses it (view())
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
@@ -224,11 +225,13 @@ class IndexState:
     def _withdraw(self, removed: frozenset[int], before_facts: frozenset[int]) -> None:
         after = self._pairs(before_facts - removed)
         for pair in self._pairs(before_facts) - after:
-            self.relation[pair] -= 1
+            left = self.relation[pair] - 1
+            if left:
+                self.relation[pair] = left
+            else:
+                del self.relation[pair]
             if self.touched is not None:
                 self.touched.relation.add(pair)
-            if self.relation[pair] == 0:
-                del self.relation[pair]
         for f in removed:
             self.fact_support[f] -= 1
             if self.fact_support[f] == 0:

@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,7 @@ ARRAYS = [
 TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
 log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
+T = TypeVar("T")
 
 
 def _flat(parts: Sequence[Array]) -> tuple[Array, Array]:
@@ -74,16 +75,8 @@ def _flat(parts: Sequence[Array]) -> tuple[Array, Array]:
 
 
 def _relation_arrays(state: IndexState) -> tuple[Array, Array]:
-    """The relation pairs (R x 2, sorted) and their counts: the saved arrays while the table is unbuilt (no write
-    touched it since the restore; they were saved sorted), else read from the table and sorted."""
-    if state.relation.source is not None:
-        pairs, counts = state.relation.source
-        return pairs.reshape(-1, 2).astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
-    table = state.relation.data
-    pairs = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64, count=2 * len(table)).reshape(-1, 2)
-    counts = np.fromiter(table.values(), dtype=np.int64, count=len(table))
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    return pairs[order], counts[order]
+    """The relation pairs (R x 2, sorted) and their counts."""
+    return state.relation.arrays()
 
 
 def _passage_fields(row: PassageRow) -> dict[str, Any]:
@@ -247,23 +240,14 @@ def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dic
     facts = state.facts
     facts.restore(state.phrases, relations, pairs, arrays["fact_relation"])  # tuples made when read
     count = len(pairs)
-    state.fact_row.defer(lambda: dict(zip(facts.saved(), itertools.count())), count)  # the saved facts only
+    state.fact_row.restore(state.phrases, state.phrase_row, relations, pairs, arrays["fact_relation"])
     state.fact_phrases.restore(pairs)
     state.fact_support.extend(arrays["fact_support"].tolist())
-    _defer_relation(state, arrays["relation_pairs"].reshape(-1, 2).astype(np.int64), arrays["relation_counts"])
+    state.relation.restore(arrays["relation_pairs"].reshape(-1, 2), arrays["relation_counts"])
     counts = (len(state.phrase_refs), len(state.phrase_row), len(state.fact_support), len(state.fact_phrases))
     if counts != (len(phrases), len(phrases), count, count):
         raise ValueError("phrase or fact tables disagree")
     return relations
-
-
-def _defer_relation(state: IndexState, pairs: Array, counts: Array) -> None:
-    """The relation dict, built from the saved arrays when a write first needs it (views read the arrays)."""
-    if len(counts) != len(pairs):
-        raise ValueError("relation tables disagree")
-    state.relation.defer(
-        lambda: dict(zip(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()), counts.tolist())), len(pairs), (pairs, counts)
-    )
 
 
 def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: int) -> None:
@@ -290,4 +274,9 @@ def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:
     passages, phrases, facts = state.passages, state.phrases, state.facts
     state.passage_order.restore(arrays["order_passage"], lambda r: passages[r].id)
     state.phrase_order.restore(arrays["order_phrase"], phrases.__getitem__)
-    state.fact_order.restore(arrays["order_fact"], lambda r: facts.saved()[r])  # tuples made once, when looked up
+    # a few changes read the keys they pass in a binary search; many make the saved facts' tuples at once
+    state.fact_order.restore(arrays["order_fact"], facts.__getitem__, lambda rows: _items(facts.saved(), rows))
+
+
+def _items(table: Sequence[T], rows: list[int]) -> list[T]:
+    return [table[r] for r in rows]
