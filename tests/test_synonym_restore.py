@@ -36,15 +36,26 @@ def test_restored_lists_read_from_the_arrays_then_build_equal() -> None:
         assert np.array_equal(got, want) and got.dtype == want.dtype
     assert restored.edge_count() == original.edge_count()
     assert all(np.array_equal(restored.saved()[k], v) for k, v in original.saved().items())
-    assert restored._saved is not None  # nothing above built the lists
+    pairs, cosines = original.edges()
+    assert [restored.weight((a, b)) for a, b in pairs.tolist()] == cosines.tolist()  # read from the arrays
+    assert [restored.list_of(r) for r in range(500)] == [original.list_of(r) for r in range(500)]
+    assert not restored.lists.changed()  # nothing above set a list
 
     new, dead = np.arange(500, 600, dtype=np.int64), np.arange(0, 40, dtype=np.int64)
     alive = np.arange(40, 600, dtype=np.int64)
-    for lists in (original, restored):
+    unread = SynonymLists(threshold=0.8)  # changed before anything reads its edges
+    unread.restore(original.saved(), keys)
+    for lists in (original, restored, unread):
         lists.add(new, np.arange(600, dtype=np.int64), lambda r: vectors[r], keys)
         lists.remove(dead, alive, lambda r: vectors[r], keys)
-    assert restored._saved is None
-    assert restored.lists == original.lists and restored.incoming == original.incoming
-    for got, want in zip(restored.edges(), original.edges()):
-        assert np.array_equal(got, want)
+    assert restored.lists.changed() and len(restored.lists) == len(original.lists)
+    assert dict(restored.lists) == dict(original.lists)
+    assert restored.incoming.listed() == original.incoming.listed()
+    assert restored.edge_count() == original.edge_count()
+    for got_saved, want_saved in zip(restored.saved().values(), original.saved().values()):
+        assert np.array_equal(got_saved, want_saved) and got_saved.dtype == want_saved.dtype
+    for got, want, other in zip(restored.edges(), original.edges(), unread.edges()):
+        assert np.array_equal(got, want) and np.array_equal(other, want)
     assert [restored.list_of(int(r)) for r in alive] == [original.lists.get(int(r), []) for r in alive]
+    pairs, cosines = original.edges()
+    assert [restored.weight((a, b)) for a, b in pairs.tolist()] == cosines.tolist()

@@ -10,7 +10,7 @@ copies. The result is the one a full sort gives, entry for entry (tests/test_pai
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -32,18 +32,28 @@ class SortedPairs:
         self._keys: IntArray | None = None  # sorted pair keys of the last arrays, or None (none made yet)
         self._values: FloatArray = np.zeros(0, dtype=np.float64)
         self._marked: set[Pair] = set()
+        self._seed: Callable[[], tuple[IntArray, FloatArray]] | None = None
 
     def reset(self) -> None:
         """Forget the arrays (the table was replaced): the next call sorts the whole table."""
-        self._keys, self._values, self._marked = None, np.zeros(0, dtype=np.float64), set()
+        self._keys, self._values, self._marked, self._seed = None, np.zeros(0, dtype=np.float64), set(), None
+
+    def seed(self, arrays: Callable[[], tuple[IntArray, FloatArray]]) -> None:
+        """Start from the table's arrays as `arrays()` will give them (sorted pair keys and values, read when
+        first needed): the next call patches them by the pairs marked from now on instead of sorting the table."""
+        self.reset()
+        self._seed = arrays
 
     def mark(self, pair: Pair) -> None:
         """Note that `pair` was added, removed or changed in the table."""
-        if self._keys is not None:
+        if self._keys is not None or self._seed is not None:
             self._marked.add(pair)
 
     def arrays(self, table: Table) -> tuple[IntArray, FloatArray]:
         """(pairs (n, 2), values) of `table` sorted by pair; read-only arrays, new ones after each change."""
+        if self._seed is not None:
+            keys, values = self._seed()
+            self._keys, self._values, self._seed = _frozen(keys.copy()), _frozen(values.copy()), None
         if self._keys is None or len(self._marked) > max(1024, len(self._keys) // 4):
             self._keys, self._values = self._sorted(table)
         elif self._marked:

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.bulk import collector_paused
 from engram.graph.ann import AnnIndex
 from engram.graph.pair_arrays import SortedPairs
 from engram.graph.synonym_pairs import Neighbour, Pairs, oriented, through_lists
+from engram.graph.synonym_tables import EdgeTable, IncomingTable, ListTable, SavedLists
 
 IntArray = npt.NDArray[np.int64]
 VectorsOf = Callable[[IntArray], npt.NDArray[np.float32]]
@@ -59,12 +59,10 @@ class SynonymLists:
         self.ann_present = np.zeros(0, dtype=bool)
         self.ann_loader: Callable[[], object] | None = None  # loads a saved index (adopt_ann) when first needed
         self.touched: set[tuple[int, int]] | None = None  # pairs whose edge changed, while recorded (index.patch)
-        self.lists: dict[int, list[Neighbour]] = {}
-        self.incoming: dict[int, set[int]] = {}
-        self._edges: dict[tuple[int, int], tuple[int, float]] = {}  # pair -> (lists holding it, cosine)
+        self.lists = ListTable()  # row -> its list (no entry: none)
+        self.incoming = IncomingTable()  # row -> the rows whose lists hold it
+        self._edges = EdgeTable()  # pair -> (lists holding it, cosine)
         self._edge_arrays = SortedPairs()  # `edges` of the table, patched by the pairs `_set` changes
-        self._saved: tuple[dict[str, npt.NDArray[Any]], Sequence[str]] | None = None  # restored, not built
-        self._saved_edges: tuple[IntArray, npt.NDArray[np.float64]] | None = None
 
     def _order(self, items: Iterable[Neighbour]) -> list[Neighbour]:
         return sorted(items, key=lambda n: (-n[0], n[1]))[: self.top_k]
@@ -240,7 +238,7 @@ class SynonymLists:
     def _set(self, row: int, neighbours: list[Neighbour]) -> None:
         touched = self.touched
         for _, _, old in self.lists.get(row, []):
-            self.incoming.get(old, set()).discard(row)
+            self.incoming.discard(old, row)
             pair = (min(row, old), max(row, old))
             self._edge_arrays.mark(pair)
             if touched is not None:
@@ -255,7 +253,7 @@ class SynonymLists:
         else:  # most phrases have no synonym, and get no entry (a dict entry and an empty list each)
             self.lists.pop(row, None)
         for sim, _, new in neighbours:
-            self.incoming.setdefault(new, set()).add(row)
+            self.incoming.add(new, row)
             pair = (min(row, new), max(row, new))
             self._edge_arrays.mark(pair)
             if touched is not None:
@@ -264,7 +262,6 @@ class SynonymLists:
 
     def add(self, new_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
         """Give the new phrases their lists and let old phrases take them in. Returns rows whose list changed."""
-        self._build_saved()
         new = set(new_rows.tolist())
         changed = set(new)
         for row, neighbours in self._candidates(new_rows, alive_rows, vectors, keys).items():
@@ -282,12 +279,11 @@ class SynonymLists:
     def remove(self, dead_rows: IntArray, alive_rows: IntArray, vectors: VectorsOf, keys: Sequence[str]) -> set[int]:
         """Drop dead phrases; a phrase whose full list lost a member is recomputed (its next neighbour may now
         qualify). `alive_rows` excludes the dead. Returns rows whose list changed (the dead included)."""
-        self._build_saved()
         dead = set(dead_rows.tolist())
         changed = set(dead)
         recompute: set[int] = set()
         for row in dead:
-            for other in list(self.incoming.get(row, set())):
+            for other in self.incoming.holders(row):
                 if other in dead:
                     continue
                 current = self.lists[other]
@@ -296,7 +292,7 @@ class SynonymLists:
                 self._set(other, [n for n in current if n[2] != row])
                 changed.add(other)
             self._set(row, [])
-            self.incoming.pop(row, None)
+            self.incoming.forget(row)
         if recompute:
             rows = np.array(sorted(recompute), dtype=np.int64)
             for row, neighbours in self._candidates(rows, alive_rows, vectors, keys).items():
@@ -304,95 +300,37 @@ class SynonymLists:
         return changed
 
     def load(self, lists: dict[int, list[Neighbour]]) -> None:
-        self._saved, self._saved_edges = None, None
-        self.lists, self.incoming, self._edges = {}, {}, {}
+        self.lists, self.incoming, self._edges = ListTable(), IncomingTable(), EdgeTable()
         self._edge_arrays.reset()
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 
     def saved(self) -> dict[str, npt.NDArray[Any]]:
         """The lists as arrays (rows that have a list, offsets, neighbour rows, cosines), for `restore`."""
-        if self._saved is not None:
-            return dict(self._saved[0])
-        rows = sorted(self.lists)
-        lengths = [len(self.lists[r]) for r in rows]
-        flat = [n for r in rows for n in self.lists[r]]
-        return {
-            "rows": np.array(rows, dtype=np.int64),
-            "offsets": np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(lengths, dtype=np.int64)]),
-            "neighbours": np.array([n[2] for n in flat], dtype=np.int64),
-            "sims": np.array([n[0] for n in flat], dtype=np.float64),
-        }
+        return self.lists.arrays()
 
     def restore(self, arrays: dict[str, npt.NDArray[Any]], keys: Sequence[str]) -> None:
-        """Take back what `saved` gave (lists already in order). The lists, reverse index and edge table are
-        built from the arrays when a change first needs them; until then `edges`, `edge_count` and `saved`
-        read the arrays (a memory that is only read never builds them)."""
-        rows, offsets, size = arrays["rows"], arrays["offsets"], len(arrays["neighbours"])
-        if len(offsets) != len(rows) + 1 or int(offsets[-1]) != size or len(arrays["sims"]) != size:
-            raise ValueError("saved synonym lists disagree")
-        self.lists, self.incoming, self._edges = {}, {}, {}
-        self._edge_arrays.reset()
-        self._saved = (dict(arrays), keys)
-        self._saved_edges = None
-
-    def _build_saved(self) -> None:
-        """The lists, reverse index and edge table of the restored arrays, in one pass."""
-        if self._saved is None:
-            return
-        with collector_paused():
-            self._build_lists()
-
-    def _build_lists(self) -> None:
-        assert self._saved is not None
-        arrays, keys = self._saved
-        self._saved, self._saved_edges = None, None
-        filled = np.diff(arrays["offsets"]) > 0  # older states list the phrases with none too: skipped
-        self.lists = {}
-        rows, offsets = arrays["rows"][filled].tolist(), arrays["offsets"][:-1][filled].tolist()
-        ends = arrays["offsets"][1:][filled].tolist()
-        neighbours, sims = arrays["neighbours"].tolist(), arrays["sims"].tolist()
-        for row, start, end in zip(rows, offsets, ends):
-            items = self.lists[row] = [(sims[i], keys[neighbours[i]], neighbours[i]) for i in range(start, end)]
-            for sim, _, other in items:
-                self.incoming.setdefault(other, set()).add(row)
-                pair = (min(row, other), max(row, other))
-                self._edges[pair] = (self._edges.get(pair, (0, sim))[0] + 1, sim)
-
-    def _edges_of_saved(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
-        """`edges` of the restored arrays without building the lists: each (row, neighbour) entry as the pair
-        (i < j), sorted, one per pair (the cosine of its last entry, as the edge table keeps)."""
-        if self._saved_edges is None:
-            assert self._saved is not None
-            arrays = self._saved[0]
-            owner = np.repeat(arrays["rows"].astype(np.int64), np.diff(arrays["offsets"]))
-            other = arrays["neighbours"].astype(np.int64)
-            low, high = np.minimum(owner, other), np.maximum(owner, other)
-            order = np.lexsort((high, low))  # stable: equal pairs keep their saved order
-            low, high, sims = low[order], high[order], arrays["sims"].astype(np.float64)[order]
-            last = np.ones(len(low), dtype=bool)
-            last[:-1] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
-            self._saved_edges = (np.column_stack([low[last], high[last]]).reshape(-1, 2), sims[last])
-        return self._saved_edges
+        """Take back what `saved` gave (lists already in order). The tables read the arrays until a change sets
+        a list (`engram.graph.synonym_tables`): a memory that is only read, or changes a few lists, builds no
+        dict of every list."""
+        saved = SavedLists(arrays, keys)
+        self.lists, self.incoming, self._edges = ListTable(saved), IncomingTable(saved), EdgeTable(saved)
+        self._edge_arrays.seed(self._edges.saved_arrays)
 
     def list_of(self, row: int) -> list[Neighbour]:
         """The synonym list of phrase `row` (empty when it has none)."""
-        self._build_saved()
-        return self.lists.get(row, [])
+        found: list[Neighbour] = self.lists.get(row, [])
+        return found
 
     def weight(self, pair: tuple[int, int]) -> float | None:
         """The cosine of synonym edge `pair` (i < j), or None when there is no such edge."""
-        self._build_saved()
         found = self._edges.get(pair)
-        return None if found is None else found[1]
+        return None if found is None else float(found[1])
 
     def edge_count(self) -> int:
-        return len(self._edges_of_saved()[1]) if self._saved is not None else len(self._edges)
+        return len(self._edges)
 
     def edges(self) -> tuple[IntArray, npt.NDArray[np.float64]]:
         """Undirected edges (i < j) with their cosines, sorted; read-only arrays (the edge table's, patched by the
         pairs changed since the last call: O(edges) copies, not a sort of every edge)."""
-        if self._saved is not None:
-            pairs, cosines = self._edges_of_saved()
-            return pairs.copy(), cosines.copy()
         return self._edge_arrays.arrays(self._edges)

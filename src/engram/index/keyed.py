@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -137,7 +138,11 @@ class PairCounts(MutableMapping[Pair, int]):
         at = int(np.searchsorted(self._keys, key))
         return int(self._counts[at]) if at < len(self._keys) and self._keys[at] == key else 0
 
-    def get(self, pair: Pair, default: int | None = None) -> int | None:  # type: ignore[override]
+    @overload  # type: ignore[override]
+    def get(self, pair: Pair) -> int | None: ...
+    @overload
+    def get(self, pair: Pair, default: int) -> int: ...
+    def get(self, pair: Pair, default: int | None = None) -> int | None:
         count = self._changed.get(pair)
         if count is None:
             count = self._saved(pair)
