@@ -19,6 +19,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
+from engram.graph.certify import TopK
 from engram.graph.ppr import SymmetricWalk, solve_pagerank
 from engram.index.coded import CodedRows, use_codes
 from engram.index.edges import derive_edges
@@ -72,13 +73,19 @@ class GraphIndex:
                 self._adjacency.append(assemble_adjacency(self.tables, n_passages, self.synonyms, self.context_weight))
             return self._adjacency[0]
 
-    def ppr(self, resets: npt.ArrayLike, damping: float) -> FloatArray:
+    def ppr(self, resets: npt.ArrayLike, damping: float, top: int | None = None) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
         a vector). It runs over the alive nodes in canonical order, so the result does not depend on the
-        order in which documents were added; dead rows get 0."""
+        order in which documents were added; dead rows get 0. With `top`, the solve stops once the `top`
+        passages with the most mass are certain, in order (`engram.graph.certify`): their order is the exact
+        solution's, and every mass is within a certified bound of the exact one."""
         r = np.asarray(resets, dtype=np.float64)
         out = np.zeros_like(r)
-        out[self.node_rows] = solve_pagerank(self.walk, r[self.node_rows], damping)
+        certain = None
+        if top is not None:  # the passage nodes come last in canonical order
+            phrases = self.memo("canonical_phrases", lambda: int(np.count_nonzero(self.node_rows < self.n_phrases)))
+            certain = TopK(phrases, top)
+        out[self.node_rows] = solve_pagerank(self.walk, r[self.node_rows], damping, top=certain)
         return out
 
     @property

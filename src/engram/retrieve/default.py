@@ -27,7 +27,7 @@ A query with neither a kept fact nor a linked phrase is ranked densely (`method 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +36,7 @@ from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
 from engram.retrieve.links import link_seeds
 from engram.retrieve.named import named_only
-from engram.retrieve.ranking import FilterFn, GraphRanking, kept_facts_all, rank_full_graph
+from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, kept_facts_all, rank_full_graph
 from engram.retrieve.scoring import min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
@@ -85,15 +85,25 @@ def combined_seeds(
     return seeded[order].astype(np.int64), weights[seeded[order]]
 
 
-def hipporag2_default(
+@dataclass(frozen=True)
+class Seeded:
+    """What the default method gives PageRank for a batch of queries: each query's reset vector in row space
+    (None: no seed, ranked densely), its seed phrases, its facts, and the dense passage scores."""
+
+    resets: list[FloatArray | None]
+    seeds: list[list[tuple[str, float]]]
+    evidence: list[Evidence]
+    passage_scores: FloatArray
+
+
+def default_seeds(
     index: GraphIndex,
     query_vectors: npt.NDArray[np.float32],
     queries: Sequence[str],
     config: RetrieveConfig,
-    k: int,
     recognition: FilterFn | None = None,
-) -> list[GraphRanking]:
-    """Rank passages for each query; one batched Personalized PageRank for all queries with seeds."""
+) -> Seeded:
+    """The reset vectors of the default method: linked phrases, the paper's fact seeds, the passage prior."""
     passage_scores = index.dense_scores(query_vectors)
     fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k)
     keep = named_only if config.named_links else None
@@ -116,10 +126,24 @@ def hipporag2_default(
         resets.append(reset)
         seeds.append([(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights.tolist())])
     evidence = [(candidates, kept, filtered) for candidates, kept, _, filtered in picked]
-    rankings = rank_full_graph(index, resets, passage_scores, seeds, evidence, config.damping, k, METHOD)
+    return Seeded(resets, seeds, evidence, passage_scores)
+
+
+def hipporag2_default(
+    index: GraphIndex,
+    query_vectors: npt.NDArray[np.float32],
+    queries: Sequence[str],
+    config: RetrieveConfig,
+    k: int,
+    recognition: FilterFn | None = None,
+) -> list[GraphRanking]:
+    """Rank passages for each query; one batched Personalized PageRank for all queries with seeds."""
+    seeded = default_seeds(index, query_vectors, queries, config, recognition)
+    scores = seeded.passage_scores
+    rankings = rank_full_graph(index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD)
     if not config.dense_first:
         return rankings
-    return [dense_first(r, index.rankable(passage_scores[qi]), index.passage_rank) for qi, r in enumerate(rankings)]
+    return [dense_first(r, index.rankable(scores[qi]), index.passage_rank) for qi, r in enumerate(rankings)]
 
 
 def dense_first(ranking: GraphRanking, passage_scores: FloatArray, tiebreak: npt.ArrayLike) -> GraphRanking:

@@ -102,10 +102,11 @@ def rank_full_graph(
 ) -> list[GraphRanking]:
     """One batched Personalized PageRank over phrase and passage nodes for the queries with a reset vector
     (phrase seeds, then every passage's prior); passages ranked by their PageRank mass. A query without a
-    reset vector is ranked densely (`method == "dense"`)."""
+    reset vector is ranked densely (`method == "dense"`). The walk stops once each query's `k` best passages
+    are certain (`GraphIndex.ppr`): the ranking is the exact solution's, the masses within a certified bound."""
     columns = {qi: col for col, qi in enumerate(qi for qi, r in enumerate(resets) if r is not None)}
     stacked = [r for r in resets if r is not None]
-    ranks = index.ppr(np.stack(stacked, axis=1), damping) if stacked else None
+    ranks = index.ppr(np.stack(stacked, axis=1), damping, top=k) if stacked else None
     out: list[GraphRanking] = []
     for qi, reset in enumerate(resets):
         candidates, kept, filtered = evidence[qi]

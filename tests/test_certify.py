@@ -1,0 +1,150 @@
+"""A PageRank solve that stops once the top of the ranking is settled (engram.graph.certify). Oracles: the same
+solve run to 1e-13, power iteration, sampling inside the bounds, and the solver's own product count."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from engram.graph import ppr
+from engram.graph.certify import SCORE_TOLERANCE, TopK, error_bound, exact_total, settled
+from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
+
+
+def bipartite(rng: np.random.Generator, phrases: int, passages: int, links: int) -> sp.csr_matrix:
+    """A graph shaped like engram's: phrase nodes first, then passage nodes; phrase-phrase and phrase-passage
+    edges of random weight, so some nodes are dangling."""
+    n = phrases + passages
+    a = rng.integers(0, phrases, links)
+    b = np.where(rng.random(links) < 0.5, rng.integers(0, phrases, links), rng.integers(phrases, n, links))
+    keep = a != b
+    a, b = a[keep], b[keep]
+    w = rng.random(len(a)) + 0.1
+    return sp.coo_matrix((np.r_[w, w], (np.r_[a, b], np.r_[b, a])), shape=(n, n)).tocsr()
+
+
+def top_rows(values: np.ndarray, k: int) -> list[int]:
+    return [int(i) for i in np.argsort(-values, kind="stable")[:k]]
+
+
+def test_settled_means_no_value_inside_the_bounds_reorders_the_top() -> None:
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        values = rng.random(n)
+        slack = rng.random(n) * 10 ** rng.uniform(-4, -1)
+        k = int(rng.integers(1, n + 1))
+        if not settled(values, slack.copy(), k):
+            continue
+        checked += 1
+        want = top_rows(values, k)
+        for _ in range(50):  # any true values within the slack rank the same top k, in order
+            true = values + slack * rng.uniform(-1, 1, n)
+            assert top_rows(true, k) == want
+    assert checked > 50
+
+
+def test_settled_refuses_overlaps_and_ties() -> None:
+    assert settled(np.array([3.0, 2.0, 1.0]), np.array([0.4, 0.4, 0.4]), 2)
+    assert not settled(np.array([3.0, 2.0, 1.0]), np.array([0.6, 0.4, 0.0]), 2)  # 1st and 2nd may swap
+    assert not settled(np.array([3.0, 2.0, 1.7]), np.array([0.1, 0.1, 0.3]), 2)  # 3rd may overtake the 2nd
+    assert settled(np.array([3.0, 2.0, 1.7]), np.array([0.1, 0.1, 0.3]), 1)
+    assert not settled(np.array([1.0, 1.0]), np.zeros(2), 1)  # an exact tie never settles
+    assert settled(np.array([5.0]), np.array([9.0]), 1)  # nothing to rank against
+    assert settled(np.zeros(0), np.zeros(0), 3)
+    assert not settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=1e-3)  # 3 +- 0.01: not within 0.1 %
+    assert settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=1e-2)
+    assert not settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=0.01 / 3)  # of 2.99, not of 3
+
+
+def test_error_bound_covers_the_distance_to_the_solution() -> None:
+    """The bound from the residual holds for every iterate: checked against the exact solution."""
+    rng = np.random.default_rng(1)
+    walk = symmetric_walk(bipartite(rng, 200, 100, 900))
+    b = rng.random(300) * walk.inverse_root
+    damping = 0.5
+    system = sp.identity(300) - damping * walk.matrix
+    exact = np.linalg.solve(system.toarray(), b)
+    for y in (b, b * 0.9, exact + rng.standard_normal(300) * 1e-3):
+        residual = b - system @ y
+        bound = error_bound(np.array([np.linalg.norm(residual)]), np.array([np.linalg.norm(b)]), damping)
+        assert np.linalg.norm(y - exact) <= bound[0]
+
+
+def test_the_exact_total_needs_no_solve() -> None:
+    """sum(x) of the exact solution, from the reset alone (with dangling nodes in the graph)."""
+    rng = np.random.default_rng(2)
+    walk = symmetric_walk(bipartite(rng, 200, 100, 300))
+    assert walk.dangling.any()
+    resets = rng.random((300, 2)) * (rng.random((300, 2)) < 0.3)
+    resets /= resets.sum(axis=0)
+    for damping in (0.0, 0.5, 0.85):
+        system = sp.identity(300) - damping * walk.matrix
+        y = np.linalg.solve(system.toarray(), resets * walk.inverse_root[:, None])
+        x = y * walk.root[:, None]
+        x[walk.dangling] = resets[walk.dangling]
+        assert np.allclose(exact_total(resets, walk.dangling, damping), x.sum(axis=0), rtol=1e-12)
+        assert np.allclose(exact_total(resets[:, 0], walk.dangling, damping), x[:, 0].sum(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_top_of_an_early_stop_is_the_exact_ranking(seed: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    phrases, passages = 400, 150
+    adjacency = bipartite(rng, phrases, passages, 1200)
+    walk = symmetric_walk(adjacency)
+    resets = np.zeros((phrases + passages, 3))
+    resets[rng.integers(0, phrases, 12), rng.integers(0, 3, 12)] = rng.random(12)  # a few phrase seeds
+    resets[phrases:] = 0.05 * rng.random((passages, 3))  # every passage a little
+    tight = solve_pagerank(walk, resets, 0.5, tol=1e-13)
+    power = personalized_pagerank(walk_operator(adjacency), resets, 0.5, tol=1e-15, max_iter=1000)
+    early = solve_pagerank(walk, resets, 0.5, top=TopK(phrases, k))
+    for column in range(3):
+        want = top_rows(tight[phrases:, column], k)
+        assert want == top_rows(power[phrases:, column], k)
+        assert top_rows(early[phrases:, column], k) == want
+        exact = tight[phrases:, column][want]  # the masses too, within SCORE_TOLERANCE
+        assert np.all(np.abs(early[phrases:, column][want] - exact) <= SCORE_TOLERANCE * exact)
+    single = solve_pagerank(walk, resets[:, 0], 0.5, top=TopK(phrases, k))
+    assert top_rows(single[phrases:], k) == top_rows(tight[phrases:, 0], k)
+
+
+def test_an_early_stop_takes_fewer_products_and_a_tie_runs_to_the_tolerance(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    phrases, passages = 400, 150
+    adjacency = bipartite(rng, phrases, passages, 1200)
+    reset = np.zeros(phrases + passages)
+    reset[:5] = 1.0
+    reset[phrases:] = 0.05 * rng.random(passages)
+    walk = symmetric_walk(adjacency)
+    counted = {"products": 0}
+    product = ppr.SymmetricWalk.product
+
+    def counting(self: ppr.SymmetricWalk, x: np.ndarray) -> np.ndarray:
+        counted["products"] += 1
+        return product(self, x)
+
+    monkeypatch.setattr(ppr.SymmetricWalk, "product", counting)
+    full = solve_pagerank(walk, reset, 0.5)
+    at_tolerance, counted["products"] = counted["products"], 0
+    early = solve_pagerank(walk, reset, 0.5, top=TopK(phrases, 3))
+    assert counted["products"] < at_tolerance
+    assert top_rows(early[phrases:], 3) == top_rows(full[phrases:], 3)
+
+    twin = sp.lil_matrix(adjacency)  # two passages with the same neighbours and the same reset: an exact tie
+    twin[phrases + 1, :] = 0
+    twin[:, phrases + 1] = 0
+    twin[phrases, :] = 0
+    twin[:, phrases] = 0
+    for passage in (phrases, phrases + 1):
+        twin[0, passage] = twin[passage, 0] = 5.0
+    tied = reset.copy()
+    tied[phrases : phrases + 2] = 10.0  # the two lead the ranking
+    walk = symmetric_walk(sp.csr_matrix(twin))
+    counted["products"] = 0
+    full = solve_pagerank(walk, tied, 0.5)
+    at_tolerance, counted["products"] = counted["products"], 0
+    early = solve_pagerank(walk, tied, 0.5, top=TopK(phrases, 1))
+    assert counted["products"] == at_tolerance  # never settled: the same solve as without `top`
+    assert np.array_equal(early, full)
