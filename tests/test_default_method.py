@@ -11,10 +11,11 @@ import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.retrieve.default import dense_first
+from engram.retrieve.default import combined_seeds, dense_first, fact_weights
 from engram.retrieve.links import link_seeds, lookup_for
 from engram.retrieve.named import named_only, written_as_names
 from engram.retrieve.ranking import GraphRanking
+from engram.retrieve.scoring import gap_weights, top_k
 from helpers import DOCS, EXTRACTIONS
 
 QUERIES = [
@@ -82,7 +83,8 @@ def test_lower_case_words_are_not_linked(memory: Memory) -> None:
 
 def test_the_default_never_moves_dense_retrievals_best_passage(memory: Memory) -> None:
     with memory:
-        weak = replace(memory.config.retrieve, prior_weight=1e-6)  # the graph alone would decide the order
+        # the graph alone would decide the order (with the paper's fact weights, under which it reorders here)
+        weak = replace(memory.config.retrieve, prior_weight=1e-6, fact_temperature=None)
         dense = [r.passages[0].id for r in memory.retrieve(QUERIES, 3, "dense")]
         default = memory.retrieve(QUERIES, 3, config=weak)
         graph = memory.retrieve(QUERIES, 3, config=replace(weak, dense_first=False))
@@ -92,3 +94,42 @@ def test_the_default_never_moves_dense_retrievals_best_passage(memory: Memory) -
     for with_rule, without in zip(default, graph):  # after the first passage, the graph's order
         rest = [p.id for p in without.passages if p.id != with_rule.passages[0].id]
         assert [p.id for p in with_rule.passages[1:]] == rest[:2]
+
+
+def test_fact_weights_fall_off_with_the_gap_to_the_best_fact() -> None:
+    scores = np.array([0.60, 0.65, -0.2, 0.55, 0.1])  # every fact's score; rows 1, 0, 3 are the kept ones
+    kept = np.array([1, 0, 3], dtype=np.int64)
+    sharp = fact_weights(scores, kept, 0.02)
+    assert sharp[1] == 1.0 and np.isclose(sharp[0], np.exp(-0.05 / 0.02)) and np.isclose(sharp[3], np.exp(-5.0))
+    assert sharp[2] == 0.0 and sharp[4] == 0.0  # only the kept rows are read
+    paper = fact_weights(scores, kept, None)  # min-max over every fact, as the paper
+    assert np.allclose(paper, (scores + 0.2) / 0.85)
+    assert gap_weights(np.array([-np.inf, 0.3, 0.5]), 0.1).tolist() == [0.0, np.exp(-2.0), 1.0]
+
+
+def test_fact_seeds_weigh_each_fact_by_its_gap_to_the_best(memory: Memory) -> None:
+    """The default's fact seeds, against a loop written from the rule: each phrase of a kept fact gets the mean
+    of exp((score - best) / temperature) over its kept facts, over its passage count, times fact_seed_weight."""
+    with memory:
+        view = memory.context().view
+        scores = view.fact_scores(memory.context().embed_queries(["Who founded Acme Tools?"]))[0]
+        kept = top_k(scores, 3, view.fact_rank).tolist()
+        config = memory.config.retrieve
+        none: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0))
+        for temperature in (0.02, 0.5, None):
+            rows, weights = combined_seeds(view, none, kept, scores, replace(config, fact_temperature=temperature))
+            sums: dict[int, list[float]] = {}
+            for fact in kept:
+                if temperature is None:
+                    weight = (scores[fact] - scores.min()) / (scores.max() - scores.min())
+                else:
+                    weight = float(np.exp((scores[fact] - scores.max()) / temperature))
+                for phrase in set(view.tables.fact_phrases[fact].tolist()):
+                    sums.setdefault(phrase, []).append(weight)
+            want = {
+                p: config.fact_seed_weight * np.mean(w) / max(view.phrase_passage_counts[p], 1.0)
+                for p, w in sums.items()
+            }
+            assert len(rows) == min(len(want), config.max_seeds)
+            for row, weight in zip(rows.tolist(), weights.tolist()):
+                assert np.isclose(weight, want[row])

@@ -47,10 +47,11 @@ class RetrieveConfig:
 
     The default method (`hipporag2`, engram.retrieve.default) also seeds the phrases the query names
     (`query_links`), scales the paper's fact seeds (from its top `seed_fact_top_k` facts) by
-    `fact_seed_weight`, and seeds passages with `prior_weight` x exp((cos - best) / `prior_temperature`)
-    instead of `passage_weight` x min-max; it links only the names the query writes as names (`named_links`,
-    engram.retrieve.named) and keeps dense retrieval's best passage first (`dense_first`); `hipporag2-paper`
-    ignores these seven."""
+    `fact_seed_weight`, weighs each fact's score exp((score - best) / `fact_temperature`) instead of min-max
+    (None: min-max, as the paper), and seeds passages with `prior_weight` x exp((cos - best) /
+    `prior_temperature`) instead of `passage_weight` x min-max; it links only the names the query writes as
+    names (`named_links`, engram.retrieve.named) and keeps dense retrieval's best passage first (`dense_first`);
+    `hipporag2-paper` ignores these eight."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -63,6 +64,7 @@ class RetrieveConfig:
     fact_seed_weight: float = 0.5
     prior_weight: float = 0.3
     prior_temperature: float = 0.02
+    fact_temperature: float | None = 0.02
     named_links: bool = True
     dense_first: bool = True
 

@@ -7,8 +7,11 @@ What differs from the paper, and why (traces: bench/trace_quality.py):
 * Query-linked phrase seeds (`engram.retrieve.links`): the phrase nodes the query names. With seeds from
   facts alone, facts of distractor passages that merely share the query's wording ("41st Chess Olympiad" for
   a question on the 26th) seed their phrases at full weight, and the passage holding most of them wins.
-* Fact seeds as in the paper (top `seed_fact_top_k` facts, recognition filter, mean normalised score over node
-  specificity, at most `max_seeds`), scaled by `fact_seed_weight`.
+* Fact seeds as in the paper (top `seed_fact_top_k` facts, recognition filter, mean score over node
+  specificity, at most `max_seeds`), scaled by `fact_seed_weight`, each fact's score weighed as the passage
+  prior weighs a passage's: exp((score - best) / `fact_temperature`) instead of min-max over every fact.
+  Min-max gives the top three facts nearly the same weight (the lowest of 0.9M facts is far below them), so
+  a distractor fact in third place seeded its phrases nearly as strongly as the best one.
 * A sharper passage prior: every passage is seeded with `prior_weight` x exp((cos - best cos) /
   `prior_temperature`) instead of `passage_weight` x its min-max normalised cosine. Min-max over the whole
   corpus gives the ten best passages nearly the same weight, so any passage next to a specific seed
@@ -37,7 +40,7 @@ from engram.index.view import GraphIndex
 from engram.retrieve.links import link_seeds
 from engram.retrieve.named import named_only
 from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, kept_facts_all, rank_full_graph
-from engram.retrieve.scoring import min_max, phrase_seeds, top_k
+from engram.retrieve.scoring import gap_weights, min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -47,12 +50,18 @@ METHOD = "hipporag2"
 def passage_prior(scores: npt.ArrayLike, weight: float, temperature: float) -> FloatArray:
     """`weight` x exp((score - best) / temperature): 1 x weight for the best passage, falling off with the
     cosine gap. Scores of -inf (dead rows) get 0."""
-    x = np.asarray(scores, dtype=np.float64)
-    finite = np.isfinite(x)
-    out = np.zeros_like(x)
-    if finite.any():
-        best = float(x[finite].max())
-        out[finite] = weight * np.exp((x[finite] - best) / max(temperature, 1e-6))
+    return weight * gap_weights(scores, temperature)
+
+
+def fact_weights(scores: FloatArray, rows: IntArray, temperature: float | None) -> FloatArray:
+    """Each fact's score as the phrase seeds weigh it, read at `rows` (0 elsewhere): exp((score - best) /
+    temperature), the best being the highest of every fact, like the passage prior; with no temperature, the
+    paper's min-max over every fact (all rows)."""
+    if temperature is None:
+        return min_max(scores)
+    out = np.zeros_like(scores)
+    if len(scores) and len(rows):
+        out[rows] = gap_weights(scores[rows], temperature, best=float(scores.max()))
     return out
 
 
@@ -71,15 +80,16 @@ def combined_seeds(
         np.add.at(weights, rows, link_weights)
     if kept and config.fact_seed_weight > 0:
         counts = index.phrase_passage_counts if config.node_specificity else None
-        fact_rows, fact_weights = phrase_seeds(
-            np.array(kept, dtype=np.int64),
-            min_max(fact_scores),
+        rows = np.array(kept, dtype=np.int64)
+        fact_rows, seed_weights = phrase_seeds(
+            rows,
+            fact_weights(fact_scores, rows, config.fact_temperature),
             index.tables.fact_phrases,
             config.max_seeds,
             counts,
             index.phrase_rank,
         )
-        np.add.at(weights, fact_rows, config.fact_seed_weight * fact_weights)
+        np.add.at(weights, fact_rows, config.fact_seed_weight * seed_weights)
     seeded = np.flatnonzero(weights > 0)
     order = top_k(weights[seeded], len(seeded), index.phrase_rank[seeded])
     return seeded[order].astype(np.int64), weights[seeded[order]]

@@ -20,6 +20,18 @@ def min_max(scores: npt.ArrayLike) -> FloatArray:
     return (x - low) / (high - low)
 
 
+def gap_weights(scores: npt.ArrayLike, temperature: float, best: float | None = None) -> FloatArray:
+    """exp((score - best) / temperature): 1 for the best score (default: the highest finite one), falling off
+    with the gap below it; non-finite scores (dead rows) get 0."""
+    x = np.asarray(scores, dtype=np.float64)
+    finite = np.isfinite(x)
+    out = np.zeros_like(x)
+    if finite.any():
+        top = float(x[finite].max()) if best is None else best
+        out[finite] = np.exp((x[finite] - top) / max(temperature, 1e-6))
+    return out
+
+
 def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) -> IntArray:
     """Indices of the k highest scores, best first. Ties go to the lower `tiebreak` value (default: the lower
     index), so rankings are deterministic. Entries of -inf (dead rows) are never returned."""
