@@ -1,4 +1,5 @@
-"""The default method (`hipporag2`) with each of its last three changes switched off, on the shared MuSiQue data:
+"""The default method (`hipporag2`) with each of its last three changes switched off (and other fact temperatures),
+on the shared MuSiQue data:
 recall@1/2/5/10 on the first 25 questions (where defaults are chosen), the last 25 (held out) and all 50, with
 dense retrieval beside. The memory is built on first use (MiniLM, released GPT-3.5 extractions) and reused.
 
@@ -11,6 +12,8 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from engram import Memory, RetrieveConfig
 from engram.eval.data import Question, load_corpus, load_questions
@@ -25,6 +28,9 @@ VARIANTS: dict[str, dict[str, bool | None]] = {
     "  without dense_first": {"dense_first": False},
     "  without named_links": {"named_links": False},
     "  without all three (before)": {"dense_first": False, "named_links": False, "fact_temperature": None},
+    "  fact_temperature 0.01": {"fact_temperature": 0.01},
+    "  fact_temperature 0.05": {"fact_temperature": 0.05},
+    "  fact_temperature 0.1": {"fact_temperature": 0.1},
 }
 
 
@@ -45,6 +51,15 @@ def rrf(a: list[str], b: list[str], k: int = 60) -> list[str]:
     return sorted(score, key=lambda doc: -score[doc])
 
 
+def fact_spread(memory: Memory, subset: list[Question]) -> str:
+    """Medians over the questions: how far the third fact's score is below the best one, and the lowest score of
+    every fact (what min-max divides by)."""
+    ctx = memory.context()
+    scores = np.sort(ctx.view.fact_scores(ctx.embed_queries([q.question for q in subset])), axis=1)[:, ::-1]
+    return (f"fact scores, medians: best - third {float(np.median(scores[:, 0] - scores[:, 2])):.3f}, "
+            f"lowest {float(np.median(scores[:, -1])):.3f}")  # fmt: skip
+
+
 def report(memory: Memory, subset: list[Question]) -> None:
     base = memory.config.retrieve
     print(f"{'method':<34}" + "".join(f"{'R@' + str(k):>7}" for k in KS))
@@ -56,6 +71,7 @@ def report(memory: Memory, subset: list[Question]) -> None:
         print(f"{name:<34}" + "".join(f"{v:7.3f}" for v in recalls(rankings, subset)))
     differ = sum(g[0] != d[0] for g, d in zip(found["  without dense_first"], dense))
     print(f"top passage of 'without dense_first' differs from dense's in {differ} of {len(subset)} questions")
+    print(fact_spread(memory, subset))
 
 
 def main() -> int:
