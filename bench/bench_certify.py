@@ -26,31 +26,15 @@ import numpy as np
 from engram import Memory
 from engram.eval.data import load_corpus, load_questions
 from engram.graph.certify import TopK
-from engram.graph.parallel import RowChunks
-from engram.graph.ppr import SymmetricWalk, solve_pagerank
 from engram.index.view import GraphIndex
 from engram.retrieve.default import default_seeds
 from engram.retrieve.scoring import top_k
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_query_parts import counted
 from bench_scale import QueryCache
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
-
-
-def products(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None) -> int:
-    """Sparse products `solve_pagerank` takes (counted on a one-chunk copy of the walk: the same iterations)."""
-    one = SymmetricWalk(walk.matrix, walk.root, walk.inverse_root, walk.dangling, walk.blocks)
-    one.__dict__["chunks"] = RowChunks([(0, one.size, one.matrix)], [range(1)])
-    count = [0]
-
-    def product(x: np.ndarray) -> np.ndarray:
-        count[0] += 1
-        return walk.product(x)
-
-    object.__setattr__(one, "product", product)
-    solve_pagerank(one, reset, 0.5, top=top)
-    return count[0]
 
 
 def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
@@ -71,8 +55,8 @@ def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
             full_t.append(t1 - t0)
             top_t.append(t2 - t1)
             canonical = reset[index.node_rows]
-            full_n.append(products(index.walk, canonical, None))
-            top_n.append(products(index.walk, canonical, TopK(start, k)))
+            full_n.append(counted(index.walk, canonical))
+            top_n.append(counted(index.walk, canonical, TopK(start, k)))
             want = top_k(index.rankable(full[n:]), k, index.passage_rank)
             got = top_k(index.rankable(fast[n:]), k, index.passage_rank)
             same += int(np.array_equal(want, got))

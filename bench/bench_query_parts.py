@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from engram import Memory
+from engram.graph.certify import TopK
 from engram.graph.parallel import RowChunks, row_blocks
 from engram.graph.ppr import SymmetricWalk, dangling_nodes, personalized_pagerank, solve_pagerank, walk_operator
 
@@ -44,8 +45,9 @@ def ms(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1000:.1f}"
 
 
-def counted(walk: SymmetricWalk, reset: np.ndarray) -> int:
-    """Sparse products `solve_pagerank` needs (counted on the one-chunk path: the same iterations)."""
+def counted(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None) -> int:
+    """Sparse products `solve_pagerank` needs (counted on the one-chunk path: the same iterations), stopping at
+    `top` when given (engram.graph.certify)."""
     walk = SymmetricWalk(walk.matrix, walk.root, walk.inverse_root, walk.dangling, walk.blocks)
     walk.__dict__["chunks"] = RowChunks([(0, walk.size, walk.matrix)], [range(1)])
     count = [0]
@@ -57,7 +59,7 @@ def counted(walk: SymmetricWalk, reset: np.ndarray) -> int:
 
     object.__setattr__(walk, "product", product)
     try:
-        solve_pagerank(walk, reset, 0.5)
+        solve_pagerank(walk, reset, 0.5, top=top)
     finally:
         object.__delattr__(walk, "product")
     return count[0]
