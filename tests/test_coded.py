@@ -12,6 +12,7 @@ from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
 from engram.graph import ann
 from engram.graph.parallel import row_dots
+from engram.index import coded
 from engram.index.coded import CodedRows, use_codes
 from engram.index.rows import Rows
 from engram.retrieve.scoring import min_max, top_k
@@ -49,16 +50,31 @@ def check(codes: CodedRows, rows: Rows, alive: np.ndarray, queries: np.ndarray, 
         assert got[mine].tolist() == scores.tolist()  # bit for bit
         assert float(got[alive].min()) == low
         assert min_max(got)[mine].tolist() == min_max(np.where(alive, row_dots(matrix, query), low))[best].tolist()
+        only = codes.extremes(view, alive, query, top, lowest=False)  # the best rows alone
+        assert top_k(np.where(alive, only, -np.inf), top).tolist() == best.tolist()
+        assert only[best].tolist() == scores.tolist()
+        others = np.setdiff1d(np.flatnonzero(alive), best)
+        unscored = others[only[others] != row_dots(matrix, query)[others].astype(np.float64)]
+        assert len(unscored) and float(only[unscored].max()) < float(scores.min())  # below the best: no tie
+
+
+@pytest.fixture()
+def split_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches cut into row ranges even for these small tables."""
+    monkeypatch.setattr(coded, "SPLIT_BYTES", 0)
 
 
 @pytest.mark.parametrize("top", [1, 5, 300])
-def test_the_best_and_worst_rows_are_those_of_a_full_scan(top: int) -> None:
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_the_best_and_worst_rows_are_those_of_a_full_scan(top: int, parts: int, split_small: None) -> None:
     """Near-equal scores around the cut (clusters, copies), dead rows, rows appended after the codes were
-    fitted and outside their ranges (scored exactly), and a `top` beyond the first search's width."""
+    fitted and outside their ranges (scored exactly), and a `top` beyond the first search's width; the codes
+    searched whole (1) or in row ranges searched at once and merged (2 and 3: a query alone is cut into that
+    many, the query and its negation into one range each for 2 and 3)."""
     rng = np.random.default_rng(1)
     rows = Rows(48)
     rows.append(clustered(6000, 48, seed=2))
-    codes = CodedRows(rows)
+    codes = CodedRows(rows, parts=parts)
     alive = rng.random(6000) > 0.2
     queries = np.concatenate([clustered(6, 48, seed=2, spread=0.2), clustered(4, 48, seed=5)])
     check(codes, rows, alive, queries, top)
@@ -71,7 +87,8 @@ def test_the_best_and_worst_rows_are_those_of_a_full_scan(top: int) -> None:
     assert codes.encoded == 7000 and len(codes.outliers) > 0
 
 
-def test_scores_closer_than_the_coding_error_and_many_equal_ones() -> None:
+@pytest.mark.parametrize("parts", [1, 4])
+def test_scores_closer_than_the_coding_error_and_many_equal_ones(parts: int, split_small: None) -> None:
     """Random directions (scores at the cut closer together than the codes can tell apart), and a query whose
     best rows are 1,000 copies (more than the first search returns: the search widens, and the tie-break
     picks the lowest rows)."""
@@ -83,7 +100,8 @@ def test_scores_closer_than_the_coding_error_and_many_equal_ones() -> None:
     rows.append(x.astype(np.float32))
     queries = rng.normal(size=(40, 48)).astype(np.float32)
     queries[0] = x[2999]
-    check(CodedRows(rows), rows, np.ones(8000, dtype=bool), queries / np.linalg.norm(queries, axis=1)[:, None], 5)
+    unit = queries / np.linalg.norm(queries, axis=1)[:, None]
+    check(CodedRows(rows, parts=parts), rows, np.ones(8000, dtype=bool), unit, 5)
     # every row's score within 0.05 of 0.5, hundreds of them within the codes' error of the cut: the errors
     # reorder the band, and only rows within twice the error bound of the cut, re-scored, give the exact ones
     q = rng.normal(size=48)
@@ -96,7 +114,7 @@ def test_scores_closer_than_the_coding_error_and_many_equal_ones() -> None:
     band.append((a[:, None] * q + np.sqrt(1 - a**2)[:, None] * noise).astype(np.float32))
     near_q = q + 0.002 * rng.normal(size=(30, 48))
     near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
-    check(CodedRows(band), band, np.ones(8000, dtype=bool), near_q, 5)
+    check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, 5)
 
 
 def test_a_view_older_than_the_codes_masks_the_newer_rows() -> None:

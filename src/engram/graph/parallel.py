@@ -9,9 +9,10 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,7 @@ def _threads() -> int:
 
 
 THREADS = _threads()
+T = TypeVar("T")
 MIN_WORK = 200_000  # non-zeros (or vector elements / 64) below which one thread does it all
 CHUNK_ROWS = 1 << 17  # rows per chunk of `row_chunks`: fixed, so per-chunk sums do not depend on the threads
 
@@ -46,6 +48,19 @@ def _executor() -> ThreadPoolExecutor:
 def _bounds(rows: int, parts: int) -> list[tuple[int, int]]:
     edges = np.linspace(0, rows, parts + 1).astype(np.int64).tolist()
     return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
+
+
+def row_ranges(rows: int, parts: int | None = None) -> list[tuple[int, int]]:
+    """Rows 0..`rows`-1 cut into `parts` (default `THREADS`) ranges of about equal size, none empty."""
+    return _bounds(rows, THREADS if parts is None else parts)
+
+
+def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each call's result, in order: all but the first on the pool, the first on the caller's thread (for
+    work that releases the GIL: numpy, scipy and faiss loops)."""
+    futures = [_executor().submit(call) for call in calls[1:]]
+    first = [calls[0]()] if calls else []
+    return first + [future.result() for future in futures]
 
 
 def row_blocks(matrix: sp.csr_matrix) -> list[tuple[int, int, sp.csr_matrix]]:

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy.typing as npt
 from engram.config import GraphConfig
 from engram.errors import InputError
 from engram.graph.ann import INSTALL, available, library
-from engram.graph.parallel import row_dots
+from engram.graph.parallel import THREADS, in_parallel, row_dots, row_ranges
 from engram.index.rows import Rows, RowView
 
 Vectors = npt.NDArray[np.float32]
@@ -42,6 +43,7 @@ FloatArray = npt.NDArray[np.float64]
 SLICE_ROWS = 16_384  # rows encoded at a time (24 MiB of float32 at 384 dimensions)
 FIRST_K = 256  # code results per query before widening (a wider first search costs little more)
 ROUNDING = 1e-4  # float32 sums of 384 products: both scores' rounding stays far below this x ||q|| x ||row||
+SPLIT_BYTES = 8 << 20  # codes below which a query's search stays on one thread
 TAIL_ROWS = 8_192  # rows appended after saved codes that are scored exactly before the codes are copied to RAM
 
 
@@ -68,8 +70,9 @@ def use_codes(config: GraphConfig, facts: int) -> bool:
 class CodedRows:
     """8-bit codes of the rows of `rows` (a table that only grows, rows never rewritten)."""
 
-    def __init__(self, rows: Rows, tail_rows: int = TAIL_ROWS) -> None:
+    def __init__(self, rows: Rows, tail_rows: int = TAIL_ROWS, parts: int = THREADS) -> None:
         self.rows = rows
+        self.parts = parts  # searches at once: one query's rows cut into parts / queries ranges
         self.dim = rows.dim
         self.tail_rows = tail_rows
         self._index: Any = None  # faiss IndexScalarQuantizer over rows 0..encoded-1, fitted at the first encoding
@@ -90,11 +93,18 @@ class CodedRows:
         return self.encoded * self.dim
 
     def extremes(
-        self, view: RowView, alive: BoolArray, query: Vectors, top: int, out: FloatArray | None = None
+        self,
+        view: RowView,
+        alive: BoolArray,
+        query: Vectors,
+        top: int,
+        out: FloatArray | None = None,
+        lowest: bool = True,
     ) -> FloatArray:
         """The query's scores (float32 dots, as float64) of the `top` best alive rows of `view` and of the worst,
         every other row at the lowest alive score, written to `out` (a new array by default) and returned.
-        Exact: see the module's text."""
+        Exact: see the module's text. Without `lowest` the worst row is not searched for (half the passes) and
+        every other row gets the next float below the lowest score found, so no other row ties a best one."""
         size = len(alive)
         with self._lock:
             self._extend(view, size)
@@ -102,27 +112,25 @@ class CodedRows:
             keep[:size] = alive
             q = np.asarray(query, dtype=np.float32).reshape(-1)
             slack = 2 * float(np.linalg.norm(q)) * (self.error + ROUNDING * max(self.norm, 1.0))
-            best = self._within(np.stack([q, -q]), keep, top, slack)
+            best = self._within(np.stack([q, -q]) if lowest else q[None], keep, top, slack)
             tail = np.arange(self.encoded, size, dtype=np.int64)  # rows past mapped codes
             best += [tail[alive[tail]], self.outliers[keep[self.outliers]]]
         found = np.unique(np.concatenate(best))
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
         out = np.empty(size, dtype=np.float64) if out is None else out
-        out.fill(float(exact.min()))
+        low = float(exact.min()) if len(exact) else 0.0
+        out.fill(low if lowest else float(np.nextafter(low, -np.inf)))
         out[found] = exact
         return out
 
     def _within(self, queries: Vectors, keep: BoolArray, top: int, slack: float) -> list[IntArray]:
         """For each query (the vector, then its negation), the alive rows whose code score is within `slack`
         of the `top`-th best (of the best, for the negation), widening the search until no more can be."""
-        faiss = library()
-        bits = np.packbits(keep, bitorder="little")
-        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits)))
         alive = int(keep.sum())
-        wants = [min(top, alive), min(1, alive)]
+        wants = [min(top, alive), min(1, alive)][: len(queries)]
         k = min(max(FIRST_K, 4 * top), alive)
         while True:
-            scores, ids = self._index.search(queries, max(k, 1), params=params)
+            scores, ids = self._search(queries, keep, max(k, 1))
             out: list[IntArray] = []
             wider = False
             for qi, want in enumerate(wants):
@@ -137,6 +145,37 @@ class CodedRows:
             if not wider:
                 return out
             k = min(4 * k, alive)
+
+    def _search(self, queries: Vectors, keep: BoolArray, k: int) -> tuple[npt.NDArray[np.float32], IntArray]:
+        """The `k` best code scores of the `keep` rows for each query, best first (-1 ids past the rows kept).
+        faiss scans for one query on one thread, so each query's rows are cut into ranges, one search each on
+        the thread pool, and the ranges' best merged: the same scores as one search over all rows."""
+        faiss = library()
+        bits = np.packbits(keep, bitorder="little")
+        kept = faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits))
+        ranges = row_ranges(self.encoded, max(1, self.parts // len(queries)) if self.split(len(queries)) else 1)
+
+        def search(query: Vectors, a: int, b: int) -> tuple[npt.NDArray[np.float32], IntArray]:
+            part = faiss.IDSelectorRange(a, b)
+            both = faiss.IDSelectorAnd(part, kept)
+            params = faiss.SearchParameters(sel=both if len(ranges) > 1 else kept)
+            found: tuple[npt.NDArray[np.float32], IntArray] = self._index.search(query[None], k, params=params)
+            return found
+
+        calls = [partial(search, query, a, b) for query in queries for a, b in ranges]
+        found = in_parallel(calls)
+        scores = np.concatenate([f[0] for f in found], axis=1).reshape(len(queries), -1)
+        ids = np.concatenate([f[1] for f in found], axis=1).reshape(len(queries), -1)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # misses (score -inf or lowest) sort last
+        picked = np.take_along_axis(ids, order, axis=1)
+        best = np.take_along_axis(scores, order, axis=1)
+        best[picked < 0] = -np.inf
+        return best, picked
+
+    def split(self, queries: int) -> bool:
+        """Whether a search of this many queries cuts the rows into ranges: a large table, and more threads than
+        queries."""
+        return self.parts > queries and self.encoded * self.dim >= SPLIT_BYTES
 
     @contextmanager
     def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:

@@ -127,17 +127,18 @@ class GraphIndex:
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
         return self._scores(self.passage_vectors, self.passage_alive, query_vectors)
 
-    def fact_scores(self, query_vectors: npt.ArrayLike, top: int | None = None) -> FloatArray:
+    def fact_scores(self, query_vectors: npt.ArrayLike, top: int | None = None, lowest: bool = True) -> FloatArray:
         """Cosines of the queries with every fact row, as (q, rows), dead rows at the lowest alive score. With
         `top`, a view with `fact_codes` scores exactly only the `top` best alive rows and the lowest score, and
         gives every other row the lowest (what ranking the top facts and min-max scaling read: the same
-        results as all the scores, engram.index.coded)."""
+        results as all the scores, engram.index.coded). With `top` and not `lowest` (a caller that reads only
+        the best rows), such a view does not look for the lowest score: every other row is below every best one."""
         if top is None or self.fact_codes is None or not self.fact_alive.any():
             return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
         q = np.asarray(query_vectors, dtype=np.float32).reshape(-1, self.fact_vectors.shape[1])
         out = np.empty((len(q), len(self.fact_alive)), dtype=np.float64)
         for qi, vector in enumerate(q):
-            self.fact_codes.extremes(self.fact_vectors, self.fact_alive, vector, top, out[qi])
+            self.fact_codes.extremes(self.fact_vectors, self.fact_alive, vector, top, out[qi], lowest)
         return out
 
     def phrase_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:

@@ -115,7 +115,7 @@ def default_seeds(
 ) -> Seeded:
     """The reset vectors of the default method: linked phrases, the paper's fact seeds, the passage prior."""
     passage_scores = index.dense_scores(query_vectors)
-    fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k)
+    fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k, lowest=config.fact_temperature is None)
     keep = named_only if config.named_links else None
     none: tuple[IntArray, FloatArray] = (np.zeros(0, np.int64), np.zeros(0))
     links = link_seeds(index, queries, keep) if config.query_links else [none] * len(queries)
