@@ -6,7 +6,9 @@ Runs on a memory kept by `bench_scale.py --keep DIR` (the folder `DIR/<run>/s<si
 * fact scores: BLAS over a canonical-order copy of the alive fact vectors (the code before 891719e) against
   `GraphIndex.fact_scores` (einsum over the shared vectors, in row blocks on a thread pool), and, when the
   view scores facts through 8-bit codes (`graph.fact_codes`), the top 3 facts and the lowest score that way
-  (engram.index.coded: the same rows and scores), after the first query has encoded them;
+  (engram.index.coded: the same rows and scores), after the first query has encoded them, and the top 3
+  alone (`lowest=False`, what the default method asks for: one query's codes scanned in row ranges, one per
+  thread);
 * PPR: power iteration (`personalized_pagerank` on the walk operator, tolerance 1e-12, the code before
   fb2352b) against `solve_pagerank` (conjugate gradients on the symmetric form), with the number of sparse
   products each needs, and one sparse product on one thread and in row blocks;
@@ -121,20 +123,22 @@ def main() -> int:
     rows = np.flatnonzero(view.fact_alive)
     rows = rows[np.argsort(view.fact_rank[rows], kind="stable")]
     compact = np.ascontiguousarray(view.fact_vectors[rows])
-    times: dict[str, list[float]] = {k: [] for k in ("blas", "einsum", "codes", "retrieve")}
+    times: dict[str, list[float]] = {k: [] for k in ("blas", "einsum", "codes", "top", "retrieve")}
     for i, query in enumerate(queries):
         for name, fn in (
             ("blas", lambda i=i: (vectors[i : i + 1] @ compact.T).astype(np.float64)),
             ("einsum", lambda i=i: view.fact_scores(vectors[i : i + 1])),
             ("codes", lambda i=i: view.fact_scores(vectors[i : i + 1], 3)),
+            ("top", lambda i=i: view.fact_scores(vectors[i : i + 1], 3, lowest=False)),
             ("retrieve", lambda q=query: memory.retrieve(q, top_k=5)),
         ):
-            if name == "codes" and view.fact_codes is None:
+            if name in ("codes", "top") and view.fact_codes is None:
                 continue
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
-    codes = f", top 3 and lowest through 8-bit codes {ms(times['codes'])} ms" if times["codes"] else ""
+    codes = (f", top 3 and lowest through 8-bit codes {ms(times['codes'])} ms, top 3 alone {ms(times['top'])} ms"
+             if times["codes"] else "")  # fmt: skip
     print(f"{args.folder}: {len(rows):,} facts x {compact.shape[1]}; medians over {len(queries)} queries: fact scores "
           f"BLAS on a canonical copy {ms(times['blas'])} ms, einsum in row blocks {ms(times['einsum'])} ms{codes}; "
           f"retrieve {ms(times['retrieve'])} ms")  # fmt: skip
