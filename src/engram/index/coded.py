@@ -126,11 +126,14 @@ class CodedRows:
     def _within(self, queries: Vectors, keep: BoolArray, top: int, slack: float) -> list[IntArray]:
         """For each query (the vector, then its negation), the alive rows whose code score is within `slack`
         of the `top`-th best (of the best, for the negation), widening the search until no more can be."""
+        faiss = library()
+        bits = np.packbits(keep, bitorder="little")  # kept alive by this frame while the searches read it
+        kept = faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits))
         alive = int(keep.sum())
         wants = [min(top, alive), min(1, alive)][: len(queries)]
         k = min(max(FIRST_K, 4 * top), alive)
         while True:
-            scores, ids = self._search(queries, keep, max(k, 1))
+            scores, ids = self._search(queries, kept, max(k, 1))
             out: list[IntArray] = []
             wider = False
             for qi, want in enumerate(wants):
@@ -146,14 +149,13 @@ class CodedRows:
                 return out
             k = min(4 * k, alive)
 
-    def _search(self, queries: Vectors, keep: BoolArray, k: int) -> tuple[npt.NDArray[np.float32], IntArray]:
-        """The `k` best code scores of the `keep` rows for each query, best first (-1 ids past the rows kept).
+    def _search(self, queries: Vectors, kept: Any, k: int) -> tuple[npt.NDArray[np.float32], IntArray]:
+        """The `k` best code scores of the `kept` rows (a faiss selector) for each query, best first (-1 ids past
+        the rows kept).
         faiss scans for one query on one thread, so each query's rows are cut into ranges, one search each on
         the thread pool, and the ranges' best merged: the same scores as one search over all rows."""
         faiss = library()
-        bits = np.packbits(keep, bitorder="little")
-        kept = faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits))
-        ranges = row_ranges(self.encoded, max(1, self.parts // len(queries)) if self.split(len(queries)) else 1)
+        ranges = row_ranges(self.encoded, max(1, self.parts // len(queries)) if self._split(len(queries)) else 1)
 
         def search(query: Vectors, a: int, b: int) -> tuple[npt.NDArray[np.float32], IntArray]:
             part = faiss.IDSelectorRange(a, b)
@@ -172,7 +174,7 @@ class CodedRows:
         best[picked < 0] = -np.inf
         return best, picked
 
-    def split(self, queries: int) -> bool:
+    def _split(self, queries: int) -> bool:
         """Whether a search of this many queries cuts the rows into ranges: a large table, and more threads than
         queries."""
         return self.parts > queries and self.encoded * self.dim >= SPLIT_BYTES
