@@ -47,14 +47,17 @@ def identical(a: GraphIndex, b: GraphIndex) -> None:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(operation, min_size=1, max_size=7), st.booleans())
-def test_patched_views_equal_built_ones(ops: list[Any], by_masks: bool) -> None:
-    limit = edges.MAX_RUNS
-    edges.MAX_RUNS = 0 if by_masks else limit  # 0: rows assembled by whole-array masks, as for many runs
+@given(st.lists(operation, min_size=1, max_size=7), st.sampled_from(["runs", "pieces", "masks"]))
+def test_patched_views_equal_built_ones(ops: list[Any], assembly: str) -> None:
+    saved = edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK
+    if assembly == "masks":  # rows assembled by whole-array masks, as for many runs
+        edges.MAX_RUNS = 0
+    if assembly == "pieces":  # runs copied 3 entries at a time, the pieces split between the pool's threads
+        edges.PIECE, edges.MIN_WORK = 3, 0
     try:
         patched_views_equal_built_ones(ops)
     finally:
-        edges.MAX_RUNS = limit
+        edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK = saved
 
 
 def patched_views_equal_built_ones(ops: list[Any]) -> None:

@@ -57,7 +57,9 @@ def row_ranges(rows: int, parts: int | None = None) -> list[tuple[int, int]]:
 
 def in_parallel(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Each call's result, in order: all but the first on the pool, the first on the caller's thread (for
-    work that releases the GIL: numpy, scipy and faiss loops)."""
+    work that releases the GIL: numpy, scipy and faiss loops); all on the caller's thread with one thread."""
+    if THREADS == 1:
+        return [call() for call in calls]
     futures = [_executor().submit(call) for call in calls[1:]]
     first = [calls[0]()] if calls else []
     return first + [future.result() for future in futures]

@@ -15,12 +15,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.pair_arrays import merge_sorted, pair_keys, pairs_of
+from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
 from engram.graph.ppr import SymmetricWalk, patched_walk, row_entries, symmetric_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
@@ -29,6 +31,7 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 MAX_RUNS = 4096  # a patch assembles its rows run by run (slice copies) up to this many runs, else by masks
+PIECE = 1 << 18  # entries copied at a time: a run's column indices are remapped through a buffer that fits cache
 
 
 @dataclass(frozen=True)
@@ -238,16 +241,18 @@ def _assemble(
     if len(runs) <= MAX_RUNS:
         key_ptr = np.concatenate([[0], np.cumsum(key_lengths)])
         columns, moved = keys % n_new, remap.astype(indices.dtype)  # copied rows hold no gone column
-        for start, end, was in runs.tolist():
-            a, b = int(indptr[start]), int(indptr[end])
-            if was >= 0:  # copied rows whose old rows follow each other too: one run of old entries
-                at = int(old.indptr[was])
-                np.take(moved, old.indices[at : at + b - a], out=indices[a:b], mode="clip")
-                values[a:b] = old.data[at : at + b - a]
-                carried[a:b] = old_walk[at : at + b - a]
-            else:
-                indices[a:b] = columns[key_ptr[start] : key_ptr[end]]
-                values[a:b] = data[key_ptr[start] : key_ptr[end]]
+
+        def copy(pieces: list[tuple[int, int, int, bool]]) -> None:
+            for a, b, at, was_copied in pieces:
+                if was_copied:  # copied rows whose old rows follow each other too: a run of old entries
+                    np.take(moved, old.indices[at : at + b - a], out=indices[a:b], mode="clip")
+                    values[a:b] = old.data[at : at + b - a]
+                    carried[a:b] = old_walk[at : at + b - a]
+                else:
+                    indices[a:b] = columns[at : at + b - a]
+                    values[a:b] = data[at : at + b - a]
+
+        in_parallel([partial(copy, group) for group in _pieces(runs, indptr, old.indptr, key_ptr)])
         return _canonical(values, indices, indptr, n_new), carried, copied
     source = np.repeat(~redo & (remap >= 0), lengths)  # by old entry: in a copied row
     target = np.repeat(copied, new_lengths)  # by new entry: in a copied row
@@ -257,6 +262,27 @@ def _assemble(
     indices[~target] = keys % n_new
     values[~target] = data
     return _canonical(values, indices, indptr, n_new), carried, copied
+
+
+def _pieces(
+    runs: IntArray, indptr: IntArray, old_indptr: npt.NDArray[np.integer], key_ptr: IntArray
+) -> list[list[tuple[int, int, int, bool]]]:
+    """The runs' entries as pieces of at most `PIECE` (new start, new end, source start, from the old matrix),
+    in about `THREADS` groups of equal entries, one per thread: every entry is copied once, whichever thread
+    copies it, so the result is the same to the bit."""
+    pieces: list[tuple[int, int, int, bool]] = []
+    for start, end, was in runs.tolist():
+        a, b = int(indptr[start]), int(indptr[end])
+        source = int(old_indptr[was]) if was >= 0 else int(key_ptr[start])
+        pieces.extend((lo, min(b, lo + PIECE), source + lo - a, was >= 0) for lo in range(a, b, PIECE))
+    if not pieces:
+        return [[]]
+    total = int(indptr[-1])
+    parts = 1 if total < MIN_WORK else THREADS
+    ends = np.array([piece[1] for piece in pieces], dtype=np.int64)
+    cuts = np.searchsorted(ends, np.linspace(0, total, parts + 1)[1:-1], side="left").tolist()
+    bounds = [0, *cuts, len(pieces)]
+    return [pieces[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def _canonical(values: FloatArray, indices: npt.NDArray[np.integer], indptr: IntArray, n: int) -> sp.csr_matrix:

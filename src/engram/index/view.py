@@ -10,8 +10,9 @@ results never include dead passages (`retrieve.run` drops them).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypeVar, cast
 
 import numpy as np
@@ -20,13 +21,15 @@ import scipy.sparse as sp
 
 from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.certify import TopK
+from engram.graph.parallel import in_parallel
 from engram.graph.ppr import SymmetricWalk, solve_pagerank
 from engram.index.coded import CodedRows, use_codes
-from engram.index.edges import derive_edges
+from engram.index.edges import Edges, derive_edges
 from engram.index.names import NameSnapshot
 from engram.index.rows import RowView
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
+from engram.types import Triple
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -190,45 +193,86 @@ class GraphIndex:
 
 def view(state: IndexState) -> GraphIndex:
     """Derive the arrays of the current state (vectors are shared, not copied; the edge arrays and the walk are
-    patched from the previous view's when few edges changed, engram.index.edges)."""
-    n_passages, n_phrases = len(state.passages), len(state.phrases)
+    patched from the previous view's when few edges changed, engram.index.edges). The edge arrays are derived
+    on the calling thread while a pool thread copies the tables and ranks the rows: both only read the state
+    (a caller holds it still), and neither part's arrays depend on the other's."""
+    n_phrases = len(state.phrases)
     alive = np.array(state.passage_alive, dtype=bool)
     synonyms = state.synonyms.edges()
     order = state.canonical_rows()
     node_rows = np.concatenate([order["phrase"], n_phrases + order["passage"]]).astype(np.int64)
-    edges = derive_edges(state, alive, node_rows, synonyms)
+    calls: list[Callable[[], object]] = [
+        partial(derive_edges, state, alive, node_rows, synonyms),
+        partial(_rows, state, order),
+    ]
+    derived = in_parallel(calls)
+    edges, rows = cast(Edges, derived[0]), cast(_Rows, derived[1])
     tables = GraphTables(
-        phrases=list(state.phrases),  # copies: the view must not grow with later commits
-        facts=state.facts.upto(len(state.facts)),  # fixed: the table only grows
-        fact_phrases=state.fact_phrase_array(),
+        phrases=rows.phrases,
+        facts=rows.facts,
+        fact_phrases=rows.fact_phrases,
         context=edges.context,
         relation=edges.relation,
         relation_support=edges.support,
-        dropped=state.dropped(),
+        dropped=rows.dropped,
     )
-    counts = state.stats()
     return GraphIndex(
-        passages=list(state.passages),
+        passages=rows.passages,
         passage_alive=alive,
         passage_vectors=state.vectors["passage"].view(),
         tables=tables,
-        phrase_alive=state.phrase_alive_mask(),
+        phrase_alive=rows.phrase_alive,
         phrase_vectors=state.vectors["phrase"].view(),
-        fact_alive=state.fact_alive_mask(),
+        fact_alive=rows.fact_alive,
         fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
         context_weight=state.config.context_weight,
         phrase_passage_counts=np.bincount(edges.context[:, 1], minlength=n_phrases).astype(np.float64),
-        pending=counts["pending"],
-        failed=counts["failed"],
+        pending=rows.counts["pending"],
+        failed=rows.counts["failed"],
         node_rows=node_rows,
         walk=edges.walk,
-        passage_rank=_ranks(order["passage"], n_passages),
-        phrase_rank=_ranks(order["phrase"], n_phrases),
-        fact_rank=_ranks(order["fact"], len(state.facts)),
-        names=state.names.snapshot(state.passage_context, state.passage_alive),
+        passage_rank=rows.passage_rank,
+        phrase_rank=rows.phrase_rank,
+        fact_rank=rows.fact_rank,
+        names=rows.names,
         patched=edges.patched,
         fact_codes=state.fact_codes if use_codes(state.config, len(state.facts)) else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The parts of a view that are copies of the state's tables and the rows' canonical ranks."""
+
+    phrases: list[str]
+    facts: Sequence[Triple]
+    fact_phrases: npt.NDArray[np.int64]
+    dropped: int
+    counts: dict[str, int]
+    passages: list[PassageRow]
+    phrase_alive: BoolArray
+    fact_alive: BoolArray
+    passage_rank: npt.NDArray[np.int64]
+    phrase_rank: npt.NDArray[np.int64]
+    fact_rank: npt.NDArray[np.int64]
+    names: NameSnapshot
+
+
+def _rows(state: IndexState, order: dict[str, npt.NDArray[np.int64]]) -> _Rows:
+    return _Rows(
+        phrases=list(state.phrases),  # copies: the view must not grow with later commits
+        facts=state.facts.upto(len(state.facts)),  # fixed: the table only grows
+        fact_phrases=state.fact_phrase_array(),
+        dropped=state.dropped(),
+        counts=state.stats(),
+        passages=list(state.passages),
+        phrase_alive=state.phrase_alive_mask(),
+        fact_alive=state.fact_alive_mask(),
+        passage_rank=_ranks(order["passage"], len(state.passages)),
+        phrase_rank=_ranks(order["phrase"], len(state.phrases)),
+        fact_rank=_ranks(order["fact"], len(state.facts)),
+        names=state.names.snapshot(state.passage_context, state.passage_alive),
     )
 
 
