@@ -12,7 +12,12 @@ Runs on a memory kept by `bench_scale.py --keep DIR` (the folder `DIR/<run>/s<si
 * PPR: power iteration (`personalized_pagerank` on the walk operator, tolerance 1e-12, the code before
   fb2352b) against `solve_pagerank` (conjugate gradients on the symmetric form), with the number of sparse
   products each needs, and one sparse product on one thread and in row blocks;
-* the whole `Memory.retrieve` (query embedding excluded: queries are embedded beforehand).
+* the whole `Memory.retrieve` (query embedding excluded: queries are embedded beforehand);
+* a floor under a query's time: the bytes it cannot avoid reading with this method and layout (the 8-bit codes
+  of the alive facts, the alive passages' float32 vectors, and the walk matrix's arrays once per sparse product
+  of the queries' certified solves, counted on their own reset vectors), over the rate at which this machine
+  reads memory (a sum over a 512 MiB array, on one thread and in one block per thread at once). The vector work
+  of the solve and every other pass come on top, so a query cannot be faster than that here.
 
 With `--copies K` the graph's walk is also repeated K times side by side (block diagonal) as a stand-in for a
 memory K times larger, for the per-iteration cost at that size.
@@ -29,14 +34,17 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+import engram.index.view as view_module
 from engram import Memory
 from engram.graph.certify import TopK
-from engram.graph.parallel import RowChunks, row_blocks
+from engram.graph.parallel import THREADS, RowChunks, in_parallel, row_blocks
 from engram.graph.ppr import SymmetricWalk, dangling_nodes, personalized_pagerank, solve_pagerank, walk_operator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -108,6 +116,34 @@ def ppr_parts(label: str, walk: SymmetricWalk, rounds: int) -> None:
           f"({counted(walk, reset)} products)")  # fmt: skip
 
 
+def read_rate(parts: int) -> float:
+    """GB/s at which numpy sums a 512 MiB float64 array, cut into `parts` blocks summed at once (median of 5)."""
+    big = np.ones(1 << 26)
+    blocks = np.array_split(big, parts)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        in_parallel([partial(np.sum, block) for block in blocks])
+        times.append(time.perf_counter() - start)
+    return big.nbytes / statistics.median(times) / 1e9
+
+
+def floor(view: Any, resets: list[tuple[np.ndarray, TopK | None]], retrieve_ms: str) -> None:
+    """Print the bytes a query must read (`floor` in the module's docstring) and the time that takes here."""
+    walk = view.walk
+    products = statistics.median(counted(walk, reset, top) for reset, top in resets)
+    codes = int(np.count_nonzero(view.fact_alive)) * view.fact_vectors.shape[1] if view.fact_codes is not None else 0
+    passages = int(np.count_nonzero(view.passage_alive)) * view.passage_vectors.shape[1] * 4
+    matrix = walk.matrix.data.nbytes + walk.matrix.indices.nbytes + walk.matrix.indptr.nbytes
+    total = codes + passages + matrix * products
+    one, all_threads = read_rate(1), read_rate(THREADS)
+    print(f"floor: a query reads at least {total / 1e6:.0f} MB (fact codes {codes / 1e6:.0f} MB, passage vectors "
+          f"{passages / 1e6:.0f} MB, the walk matrix {matrix / 1e6:.0f} MB x {products:g} products, the median of "
+          f"{len(resets)} queries' certified solves); this machine reads {one:.1f} GB/s on one thread and "
+          f"{all_threads:.1f} GB/s on {THREADS}: at least {total / all_threads / 1e6:.1f} ms per query, against "
+          f"retrieve {retrieve_ms} ms")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path)
@@ -119,6 +155,15 @@ def main() -> int:
     memory = Memory(args.folder / "m", embedder=embedder)
     memory.retrieve(queries[0], top_k=5)
     view = memory._current()
+    resets: list[tuple[np.ndarray, TopK | None]] = []  # each query's reset vector and stop, as its solve got them
+    solve = view_module.solve_pagerank
+
+    def noted(walk: SymmetricWalk, reset: np.ndarray, damping: float, top: TopK | None = None) -> np.ndarray:
+        if len(resets) < len(queries):
+            resets.append((np.array(reset), top))
+        return solve(walk, reset, damping, top=top)
+
+    view_module.solve_pagerank = noted  # type: ignore[assignment]
     vectors = np.stack([embedder.cache[q] for q in queries]).astype(np.float32)
     rows = np.flatnonzero(view.fact_alive)
     rows = rows[np.argsort(view.fact_rank[rows], kind="stable")]
@@ -142,6 +187,8 @@ def main() -> int:
     print(f"{args.folder}: {len(rows):,} facts x {compact.shape[1]}; medians over {len(queries)} queries: fact scores "
           f"BLAS on a canonical copy {ms(times['blas'])} ms, einsum in row blocks {ms(times['einsum'])} ms{codes}; "
           f"retrieve {ms(times['retrieve'])} ms")  # fmt: skip
+    view_module.solve_pagerank = solve  # type: ignore[assignment]
+    floor(view, resets, ms(times["retrieve"]))
     ppr_parts("graph", view.walk, len(queries))
     if args.copies > 1:
         k = args.copies
