@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from engram.graph import ppr
-from engram.graph.certify import SCORE_TOLERANCE, TopK, error_bound, exact_total, settled
+from engram.graph.certify import SCORE_TOLERANCE, TopK, error_bound, exact_total, node_bounds, settled
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 
 
@@ -69,6 +69,37 @@ def test_error_bound_covers_the_distance_to_the_solution() -> None:
         residual = b - system @ y
         bound = error_bound(np.array([np.linalg.norm(residual)]), np.array([np.linalg.norm(b)]), damping)
         assert np.linalg.norm(y - exact) <= bound[0]
+
+
+def test_node_bounds_cover_each_entry_and_are_tighter_than_the_norm() -> None:
+    """The per-node bound from the residual's entries and the rows' norms holds entry by entry for every iterate
+    (oracle: the exact solution by a dense solve), is never above the 2-norm bound, and is below it somewhere;
+    the same for the rows from some start on, several columns at once."""
+    rng = np.random.default_rng(4)
+    walk = symmetric_walk(bipartite(rng, 200, 100, 900))
+    dense = walk.matrix.toarray()
+    norms = np.sqrt((dense**2).sum(axis=1))
+    assert np.allclose(walk.row_norms(0), norms, rtol=1e-12) and np.allclose(walk.row_norms(150), norms[150:])
+    for damping in (0.3, 0.5, 0.85):
+        system = np.identity(300) - damping * dense
+        b = rng.random((300, 2)) * walk.inverse_root[:, None]
+        exact = np.linalg.solve(system, b)
+        inverse = np.linalg.inv(system)
+        worst = []  # for a node v, the residual of norm 1 and r(v) = 0 that puts the most error on v
+        for v in rng.integers(0, 300, 6):
+            r = inverse[:, v].copy()
+            r[v] = 0.0
+            worst.append(exact - (inverse @ np.column_stack([r, -r])) / np.linalg.norm(r))
+        iterates = [b, b * 0.9, exact + rng.standard_normal((300, 2)) * 1e-3, exact + rng.standard_normal((300, 2))]
+        for y in iterates + worst:
+            residual = b - system @ y
+            rr, rhs = np.linalg.norm(residual, axis=0), np.linalg.norm(b, axis=0)
+            bounds = node_bounds(residual, walk.row_norms(0), rr, rhs, damping)
+            assert np.all(np.abs(y - exact) <= bounds)
+            assert np.all(bounds <= error_bound(rr, rhs, damping)[None, :] * (1 + 1e-12))
+            assert np.any(bounds < 0.9 * error_bound(rr, rhs, damping)[None, :])
+            tail = node_bounds(residual[150:, 0], walk.row_norms(150), rr[:1], rhs[:1], damping)
+            assert tail.shape == (150, 1) and np.all(np.abs(y[150:, 0] - exact[150:, 0]) <= tail[:, 0])
 
 
 def test_the_exact_total_needs_no_solve() -> None:

@@ -10,12 +10,12 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from engram.graph.certify import TopK, error_bound, exact_total, ranking_settled
+from engram.graph.certify import TopK, exact_total, node_bounds, ranking_settled
 from engram.graph.parallel import RowChunks, matvec, row_blocks, row_chunks
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Stop = Callable[[FloatArray, FloatArray], bool]  # (iterate, squared residual norms) -> stop now
+Stop = Callable[[FloatArray, FloatArray, FloatArray], bool]  # (iterate, residual, its squared norms) -> stop now
 
 # Relative residual at which `solve_pagerank` stops: the tolerance igraph hands its PRPACK solver, which the
 # reference HippoRAG implementation ranks with. Scores are then exact to ~1e-10 of the largest, far below
@@ -105,6 +105,22 @@ class SymmetricWalk:
     @property
     def size(self) -> int:
         return int(self.matrix.shape[0])
+
+    def row_norms(self, start: int) -> FloatArray:
+        """The 2-norms of the matrix's rows from `start` on (kept for the last `start` asked: a view asks for
+        its passage rows at every query)."""
+        kept = self.__dict__.get("_row_norms")
+        if kept is None or kept[0] != start:
+            indptr = self.matrix.indptr
+            squares = np.square(self.matrix.data[indptr[start] :])
+            sums = np.zeros(self.size - start)
+            filled = np.diff(indptr[start:]) > 0
+            if filled.any():  # one reduceat segment per non-empty row
+                sums[filled] = np.add.reduceat(squares, (indptr[start:-1] - indptr[start])[filled])
+            kept = (start, np.sqrt(sums))
+            self.__dict__["_row_norms"] = kept
+        norms: FloatArray = kept[1]
+        return norms
 
     @cached_property
     def chunks(self) -> RowChunks:
@@ -232,9 +248,10 @@ def _settled_stop(
     """Whether an iterate settles the top of the ranking (`engram.graph.certify`); notes in `fired` that it
     did (a solve that ends at its tolerance instead is the same as one without `top`)."""
     rhs = np.sqrt(_dots(b, b))
+    norms = walk.row_norms(top.start)
 
-    def stop(y: FloatArray, rr: FloatArray) -> bool:
-        bound = error_bound(np.sqrt(np.maximum(rr, 0.0)), rhs, damping)
+    def stop(y: FloatArray, residual: FloatArray, rr: FloatArray) -> bool:
+        bound = node_bounds(residual[top.start :], norms, np.sqrt(np.maximum(rr, 0.0)), rhs, damping)
         done = ranking_settled(y, walk.root, reset, walk.dangling, bound, top)
         if done:
             fired.append(True)
@@ -270,7 +287,7 @@ def _conjugate_gradients(
     stop: Stop | None = None,
 ) -> FloatArray:
     """Solve (I - damping * matrix) y = b for each column of b, from y = b; stops when every column's residual
-    norm is below `tol` x its right-hand side's norm, or `stop(y, squared residual norms)` says so. In-place
+    norm is below `tol` x its right-hand side's norm, or `stop(y, residual, its squared norms)` says so. In-place
     vector updates: one sparse product and a few passes over the vectors per iteration."""
     scratch = np.empty_like(b)
     y: FloatArray = b.copy()
@@ -280,7 +297,7 @@ def _conjugate_gradients(
     rr = _dots(residual, residual)
     limit = (tol**2) * _dots(b, b)
     for _ in range(max_iter):
-        if np.all(rr <= limit) or (stop is not None and stop(y, rr)):
+        if np.all(rr <= limit) or (stop is not None and stop(y, residual, rr)):
             break
         product = matrix(direction)
         product *= -damping
@@ -343,7 +360,7 @@ def _chunked_conjugate_gradients(
     rr = parts.sum(axis=0)
     limit = (tol**2) * _dots(b, b)
     for _ in range(max_iter):
-        if np.all(rr <= limit) or (stop is not None and stop(y, rr)):
+        if np.all(rr <= limit) or (stop is not None and stop(y, residual, rr)):
             break
         chunks.run(step_product)
         curvature = parts.sum(axis=0)
