@@ -5,10 +5,10 @@
 iterate is bounded by its residual: ||y - y*||_2 <= ||b - (I - damping S) y||_2 / (1 - damping). Node by node
 it is tighter: the error e = y* - y solves (I - damping S) e = r (the residual), so e(v) = r(v) + damping (S e)(v),
 and by Cauchy-Schwarz |e(v)| <= |r(v)| + damping ||S's row v||_2 ||e||_2 (`node_bounds`), never more than the
-2-norm bound (a row of S has 2-norm at most 1) and on engram's graphs about a fifth of it (rows of norm ~0.4),
-which settles a ranking one sparse product sooner. The PageRank mass of node v is proportional to
-x(v) = sqrt(degree(v)) y(v) (a dangling node's is its reset weight, exact), so x(v) is known to within
-sqrt(degree(v)) times that bound.
+2-norm bound (a row of S has 2-norm at most 1) and several times less on engram's graphs, whose rows have norms
+well below 1: a ranking settles one sparse product sooner (bench/README.md, "Node-wise error bounds"). The
+PageRank mass of node v is proportional to x(v) = sqrt(degree(v)) y(v) (a dangling node's is its reset weight,
+exact), so x(v) is known to within sqrt(degree(v)) times that bound.
 
 The masses are x / sum(x), and sum(x) is known exactly without solving: the columns of the walk M = A D^-1 sum
 to 1 except a dangling node's, so summing (I - damping M) x = reset (normalised) gives
