@@ -1,4 +1,6 @@
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
 
@@ -7,6 +9,19 @@ def test_min_max_and_constant_vectors() -> None:
     assert np.allclose(min_max([1.0, 3.0, 2.0]), [0.0, 1.0, 0.5])
     assert np.allclose(min_max([2.0, 2.0]), [1.0, 1.0])
     assert min_max([]).size == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([-np.inf, 0.0, 0.25, 0.5, 1.0, -1.0]) | st.floats(-5, 5), max_size=40),
+    st.integers(0, 45),
+    st.booleans(),
+)
+def test_top_k_is_the_sorted_order(scores: list[float], k: int, ranked: bool) -> None:
+    """Oracle: every finite-or-+inf row sorted by score (descending), then by tiebreak, the first k."""
+    tiebreak = np.random.default_rng(len(scores)).permutation(len(scores)) if ranked else np.arange(len(scores))
+    want = sorted((i for i, v in enumerate(scores) if v != -np.inf), key=lambda i: (-scores[i], tiebreak[i]))[:k]
+    assert top_k(scores, k, tiebreak if ranked else None).tolist() == want
 
 
 def test_top_k_is_deterministic_on_ties() -> None:

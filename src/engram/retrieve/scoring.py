@@ -36,15 +36,13 @@ def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) 
     """Indices of the k highest scores, best first. Ties go to the lower `tiebreak` value (default: the lower
     index), so rankings are deterministic. Entries of -inf (dead rows) are never returned."""
     x = np.asarray(scores, dtype=np.float64)
-    candidates = np.flatnonzero(~np.isneginf(x)) if np.isneginf(x).any() else np.arange(x.size)
-    k = min(k, candidates.size)
+    k = min(k, x.size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
+    # the k-th largest over every row: the k-th largest finite score, or -inf when fewer than k are finite
+    threshold = x[np.argpartition(x, x.size - k)[x.size - k]] if k < x.size else x.min()
+    candidates = np.flatnonzero(x >= threshold) if threshold > -np.inf else np.flatnonzero(x > -np.inf)
     values = x[candidates]
-    if k < values.size:
-        threshold = values[np.argpartition(-values, k - 1)[k - 1]]
-        keep = values >= threshold
-        candidates, values = candidates[keep], values[keep]
     secondary = candidates if tiebreak is None else np.asarray(tiebreak)[candidates]
     order = np.lexsort((secondary, -values))
     return candidates[order][:k].astype(np.int64)
