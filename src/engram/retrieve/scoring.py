@@ -40,7 +40,7 @@ def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) 
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
     # the k-th largest over every row: the k-th largest finite score, or -inf when fewer than k are finite
-    threshold = x[np.argpartition(x, x.size - k)[x.size - k]] if k < x.size else x.min()
+    threshold = -np.partition(-x, k - 1)[k - 1] if k < x.size else x.min()  # (a small kth: fast on many ties)
     candidates = np.flatnonzero(x >= threshold) if threshold > -np.inf else np.flatnonzero(x > -np.inf)
     values = x[candidates]
     secondary = candidates if tiebreak is None else np.asarray(tiebreak)[candidates]
