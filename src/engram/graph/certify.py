@@ -110,19 +110,15 @@ def ranking_settled(
     y: FloatArray, root: FloatArray, reset: FloatArray, dangling: npt.NDArray[np.bool_], bound: FloatArray, top: TopK
 ) -> bool:
     """Whether every column of the iterate `y` ((n,) or (n, q)) settles the top `top.k` of the nodes from
-    `top.start` on, each of their x(v) within `top.rel` of the exact one. `bound` bounds each y(v)'s error: per
-    column ((q,), from `error_bound`: the same for every node), or per node and column ((m, q), from
-    `node_bounds`, for the m nodes from `top.start` on). `reset` is the normalised reset (a dangling node's x is
-    its reset weight, known exactly)."""
+    `top.start` on, each of their x(v) within `top.rel` of the exact one. `bound` ((m, q), from `node_bounds`)
+    bounds the error of each y(v) of the m nodes from `top.start` on. `reset` is the normalised reset (a dangling
+    node's x is its reset weight, known exactly)."""
     ys, rs = (y, reset) if y.ndim == 2 else (y[:, None], reset[:, None])
-    bounds = np.atleast_1d(bound)
-    nodewise = bounds.ndim == 2
     roots = root[top.start :]
     still = dangling[top.start :]
     for column in range(ys.shape[1]):
         values = ys[top.start :, column] * roots
         values[still] = rs[top.start :, column][still]
-        slack = roots * (bounds[:, column] if nodewise else bounds[column])
-        if not settled(values, slack, top.k, top.rel):
+        if not settled(values, roots * bound[:, column], top.k, top.rel):
             return False
     return True
