@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engram.embed import HashEmbedder
-from engram.graph.pair_arrays import SortedPairs
+from engram.graph.pair_arrays import SortedPairs, splice, splice_plan
 from engram.graph.synonyms import SynonymLists
 from test_synonym_restore import names
 
@@ -17,6 +17,28 @@ def sorted_table(table: dict[tuple[int, int], tuple[int, float]]) -> tuple[np.nd
     keys = sorted(table)
     pairs = np.array(keys, dtype=np.int64).reshape(-1, 2)
     return pairs, np.array([table[k][1] for k in keys], dtype=np.float64)
+
+
+def test_splice_gives_the_sorted_table_after_the_changes() -> None:
+    """A spliced key array (and the values and pairs along it) equals Python's sort of the keys that stay and
+    the keys added, with their values, on random tables and changes: dropped keys present or not, added keys
+    new or dropped first (a changed value), at the ends or in the middle, empty tables and empty changes."""
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        old = {int(k): float(rng.random()) for k in rng.integers(0, 60, int(rng.integers(0, 40)))}
+        drop = {int(k) for k in rng.integers(0, 70, int(rng.integers(0, 10)))}
+        free = sorted(set(range(70)) - (set(old) - drop))
+        added = {int(k): float(rng.random()) for k in rng.choice(free, int(rng.integers(0, 10)), replace=False)}
+        expected = {k: v for k, v in old.items() if k not in drop} | added
+        keys = np.array(sorted(old), dtype=np.int64)
+        add = np.array(sorted(added), dtype=np.int64)
+        plan = splice_plan(keys, np.array(sorted(drop), dtype=np.int64), add)
+        spliced = splice(plan, keys, add)
+        values = splice(plan, np.array([old[k] for k in keys.tolist()]), np.array([added[k] for k in add.tolist()]))
+        pairs = splice(plan, np.column_stack([keys, -keys]), np.column_stack([add, -add]))
+        assert spliced.tolist() == sorted(expected)
+        assert values.tolist() == [expected[k] for k in sorted(expected)]
+        assert pairs.tolist() == [[k, -k] for k in sorted(expected)]
 
 
 @pytest.mark.parametrize("changes", [3, 40, 2000])  # few marked pairs are patched in; many sort again

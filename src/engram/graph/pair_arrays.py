@@ -99,6 +99,42 @@ def merge_sorted(
     return np.insert(keys, at, add), np.insert(values, at, add_values)
 
 
+Plan = list[tuple[bool, int, int]]  # pieces of a spliced array: (from the old array, start, end)
+R = TypeVar("R", bound=np.generic)
+
+
+def splice_plan(keys: IntArray, drop: IntArray, add: IntArray) -> Plan:
+    """How `merge_sorted` would splice sorted `keys`: the pieces, in order, of the old array (the runs between
+    dropped keys and insertion points) and of the sorted `add` array. Applied by `splice` to any arrays that run
+    along the keys (pairs, values), a few slice copies instead of a pass that computes keys or masks of every
+    entry. `add` holds none of the keys that stay (a changed key is dropped and added again)."""
+    found = np.searchsorted(keys, drop)
+    ok = found < len(keys)
+    ok[ok] = keys[found[ok]] == drop[ok]
+    hits = set(found[ok].tolist())
+    at = np.searchsorted(keys, add).tolist()
+    plan: Plan = []
+    start = taken = 0
+    for position in sorted(hits.union(at)):
+        plan.append((True, start, position))
+        end = taken
+        while end < len(at) and at[end] == position:
+            end += 1
+        plan.append((False, taken, end))
+        start, taken = (position + 1 if position in hits else position), end
+    plan.append((True, start, len(keys)))
+    return [piece for piece in plan if piece[2] > piece[1]]
+
+
+def splice(plan: Plan, old: npt.NDArray[R], new: npt.NDArray[R]) -> npt.NDArray[R]:
+    """`old` spliced as `plan` says, with rows of `new` (same trailing shape) where the plan takes them."""
+    if not plan:
+        empty: npt.NDArray[R] = old[:0].copy()
+        return empty
+    out: npt.NDArray[R] = np.concatenate([(old if was_old else new)[a:b] for was_old, a, b in plan])
+    return out
+
+
 def _frozen(array: A) -> A:
     array.setflags(write=False)
     return array

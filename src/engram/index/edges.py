@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from engram.graph.pair_arrays import merge_sorted, pair_keys, pairs_of
+from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
 from engram.graph.ppr import SymmetricWalk, patched_walk, row_entries, symmetric_walk
 from engram.index.state import IndexState
@@ -38,7 +38,9 @@ PIECE = 1 << 18  # entries copied at a time: a run's column indices are remapped
 class Edges:
     relation: IntArray  # (R, 2) phrase pairs i < j, sorted
     support: FloatArray
+    relation_keys: IntArray  # the pairs' `pair_keys`, for the next patch's searches
     context: IntArray  # (C, 2) (passage row, phrase row) of alive passages, by passage row then phrase row
+    phrase_passages: FloatArray  # by phrase row: the passages of `context` it is in (a bincount, as floats)
     adjacency: sp.csr_matrix  # over the alive nodes in canonical order, unnormalised
     walk: SymmetricWalk  # the adjacency's walk (patched from the last view's along with the adjacency)
     patched: bool
@@ -53,17 +55,20 @@ def derive_edges(
     syn_touched = state.synonyms.touched
     edges: Edges | None = None
     if base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
-        relation, support = _patch_relation(base, touched.relation, state.relation)
-        context = _patch_context(base.context, touched.passages, state, alive)
+        relation, support, keys = _patch_relation(base, touched.relation, state.relation)
+        context, counts = _patch_context(base, touched.passages, state, alive)
         patched = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
         if patched is not None:
-            edges = Edges(relation, support, context, *patched, True)
+            edges = Edges(relation, support, keys, context, counts, *patched, True)
     if edges is None:
         context = _context_table(state, alive)
+        counts = np.bincount(context[:, 1], minlength=n_phrases).astype(np.float64)
         relation, support = _relation_table(state)
         adjacency = _canonical_adjacency(relation, support, context, synonyms, node_rows, n_phrases, size, weight)
-        edges = Edges(relation, support, context, adjacency, symmetric_walk(adjacency), False)
-    kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, context, edges.walk)
+        walk = symmetric_walk(adjacency)
+        edges = Edges(relation, support, pair_keys(relation), context, counts, adjacency, walk, False)
+    kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, edges.relation_keys,
+                     context, edges.phrase_passages, edges.walk)  # fmt: skip
     state.keep_patch_base(kept)
     return edges
 
@@ -127,30 +132,41 @@ def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
 # patching ---------------------------------------------------------------------------------------------------
 def _patch_relation(
     base: PatchBase, touched: set[tuple[int, int]], relation: Mapping[tuple[int, int], int]
-) -> tuple[IntArray, FloatArray]:
+) -> tuple[IntArray, FloatArray, IntArray]:
+    """The relation table (pairs, support, pair keys) with the touched pairs taken out and those still related
+    put back with their current support: slice copies of the untouched runs (engram.graph.pair_arrays.splice)."""
     pairs = sorted(touched)
     drop = pair_keys(_pairs(pairs, len(pairs)))
     now = [p for p in pairs if p in relation]
-    add = pair_keys(_pairs(now, len(now)))
-    support = np.array([float(relation[p]) for p in now])
-    keys, support = merge_sorted(pair_keys(base.relation), base.support, drop, add, support)
-    return pairs_of(keys), support
+    added = _pairs(now, len(now))
+    add = pair_keys(added)
+    plan = splice_plan(base.relation_keys, drop, add)
+    support = np.array([float(relation[p]) for p in now], dtype=np.float64)
+    keys = splice(plan, base.relation_keys, add)
+    return splice(plan, base.relation, added), splice(plan, base.support, support), keys
 
 
-def _patch_context(context: IntArray, passages: set[int], state: IndexState, alive: BoolArray) -> IntArray:
+def _patch_context(
+    base: PatchBase, passages: set[int], state: IndexState, alive: BoolArray
+) -> tuple[IntArray, FloatArray]:
     """The context table (sorted by passage row) with each touched passage's run of rows replaced by its
-    current ones: one copy of the untouched runs, no pass over every row."""
-    touched = sorted(passages)
+    current ones, and the phrases' passage counts moved by the runs taken out and put in: one copy of the
+    untouched runs, no pass over every row (counts are whole numbers, so the floats are a bincount's)."""
+    context, touched = base.context, sorted(passages)
+    counts = np.zeros(len(state.phrases), dtype=np.float64)
+    counts[: len(base.phrase_passages)] = base.phrase_passages
     starts = np.searchsorted(context[:, 0], touched, side="left").tolist()
     ends = np.searchsorted(context[:, 0], touched, side="right").tolist()
     parts, done = [], 0
     for passage, start, end in zip(touched, starts, ends):
         parts.append(context[done:start])
+        np.subtract.at(counts, context[start:end, 1], 1.0)
         if alive[passage] and len(state.passage_context[passage]):
             parts.append(_context_of(state, [passage]))
+            np.add.at(counts, parts[-1][:, 1], 1.0)
         done = end
     parts.append(context[done:])
-    return np.concatenate(parts).reshape(-1, 2).astype(np.int64, copy=False)
+    return np.concatenate(parts).reshape(-1, 2).astype(np.int64, copy=False), counts
 
 
 def _patch_adjacency(

@@ -39,7 +39,9 @@ class PatchBase:
     n_phrases: int
     relation: IntArray
     support: FloatArray
+    relation_keys: IntArray  # `engram.graph.pair_arrays.pair_keys` of `relation`
     context: IntArray
+    phrase_passages: FloatArray  # by phrase row: its passages in `context`
     walk: SymmetricWalk  # the adjacency's walk (patched along with it)
 
     def touch_limit(self) -> int:

@@ -227,7 +227,7 @@ def view(state: IndexState) -> GraphIndex:
         fact_vectors=state.vectors["fact"].view(),
         synonyms=synonyms,
         context_weight=state.config.context_weight,
-        phrase_passage_counts=np.bincount(edges.context[:, 1], minlength=n_phrases).astype(np.float64),
+        phrase_passage_counts=edges.phrase_passages,
         pending=rows.counts["pending"],
         failed=rows.counts["failed"],
         node_rows=node_rows,
