@@ -22,6 +22,7 @@ Stop = Callable[[FloatArray, FloatArray, FloatArray], bool]  # (iterate, residua
 # any gap a ranking resolves (the shared MuSiQue top-20 rankings are the same as at 1e-13), in 17 sparse
 # products per query on that graph instead of 22.
 PPR_TOL = 1e-10
+RUN_COPIES = 4096  # `patched_walk` copies the scaling run by run up to this many runs, else by masks
 
 
 def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
@@ -142,19 +143,32 @@ def symmetric_walk(adjacency: sp.csr_matrix) -> SymmetricWalk:
 
 
 def patched_walk(
-    adjacency: sp.csr_matrix, old: SymmetricWalk, old_of: IntArray, copied: npt.NDArray[np.bool_], carried: FloatArray
+    adjacency: sp.csr_matrix,
+    old: SymmetricWalk,
+    old_of: IntArray,
+    copied: npt.NDArray[np.bool_],
+    carried: FloatArray,
+    runs: IntArray | None = None,
 ) -> SymmetricWalk:
     """`symmetric_walk(adjacency)`, to the bit, from the previous graph's walk `old` when most rows are unchanged:
     new row i with `copied[i]` holds old row `old_of[i]`'s entries as they were (columns renumbered), and
     `carried` holds the old walk's values at those entries (anything at the others). A copied row keeps its
     degree; only the other rows and the neighbours of rows whose degree moved are scaled again, each entry by
-    the same products as a full derivation: O(nodes + their entries), not O(edges)."""
+    the same products as a full derivation: O(nodes + their entries), not O(edges). `runs` (start, end, first
+    old row, or -1 for rows not copied), when given, are the copied rows as runs of consecutive old rows: their
+    scaling is then carried by slice copies instead of masks over every node."""
     indptr, indices, data = adjacency.indptr, adjacency.indices, adjacency.data
     lengths = np.diff(indptr).astype(np.int64)
     n, fresh = len(lengths), np.flatnonzero(~copied)
     root, inverse_root, dangling = np.empty(n), np.empty(n), np.empty(n, dtype=bool)
-    kept = old_of[copied]
-    root[copied], inverse_root[copied], dangling[copied] = old.root[kept], old.inverse_root[kept], old.dangling[kept]
+    if runs is not None and len(runs) <= RUN_COPIES:
+        for a, b, was in runs[runs[:, 2] >= 0].tolist():
+            root[a:b], inverse_root[a:b] = old.root[was : was + b - a], old.inverse_root[was : was + b - a]
+            dangling[a:b] = old.dangling[was : was + b - a]
+    else:
+        kept = old_of[copied]
+        root[copied], inverse_root[copied] = old.root[kept], old.inverse_root[kept]
+        dangling[copied] = old.dangling[kept]
     at, starts = row_entries(indptr, fresh)
     degree = np.zeros(len(fresh), dtype=np.float64)
     filled = lengths[fresh] > 0

@@ -13,7 +13,7 @@ that changed, engram.graph.ppr.patched_walk); past `Touched.limit` changes it re
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -182,35 +182,57 @@ def _patch_adjacency(
     moved to their new positions (surviving nodes keep their order, so its columns stay sorted), in a few
     whole-array passes instead of a sort or a search of every entry."""
     n_phrases, old = len(state.phrases), base.adjacency
-    n_old, n_new = int(old.shape[0]), len(node_rows)
+    n_new = len(node_rows)
     old_nodes = base.node_rows + np.where(base.node_rows >= base.n_phrases, n_phrases - base.n_phrases, 0)
-    position = np.full(size, -1, dtype=np.int64)  # new row space -> new canonical position
-    position[node_rows] = np.arange(n_new, dtype=np.int64)
-    old_position = np.full(size, -1, dtype=np.int64)  # new row space -> old canonical position
-    old_position[old_nodes] = np.arange(n_old, dtype=np.int64)
-    remap = position[old_nodes]  # old canonical position -> new (-1: gone)
-    surviving = remap[remap >= 0]
-    if len(surviving) > 1 and not bool((surviving[1:] > surviving[:-1]).all()):
+    maps = _node_maps(old_nodes, node_rows, size)
+    if maps is None:
         return None  # copied rows would lose their column order
+    remap, old_of = maps  # old canonical position -> new, new -> old (-1: gone, new)
     cleared = remap < 0  # gone nodes and touched passages lose every entry
-    touched = old_position[np.array(sorted(passages), dtype=np.int64) + n_phrases]
+    touched = _positions(old_nodes, np.array(sorted(passages), dtype=np.int64) + n_phrases, size)
     cleared[touched[touched >= 0]] = True
     ordered = sorted(pairs)
-    pair_rows = old_position[_pairs(ordered, len(ordered))]
-    add, add_data = _fresh_entries(state, ordered, passages, position, n_new)
+    pair_rows = _positions(old_nodes, _pairs(ordered, len(ordered)).ravel(), size).reshape(-1, 2)
+    add, add_data = _fresh_entries(state, ordered, passages, partial(_positions, node_rows, size=size), n_new)
     redo = cleared.copy()  # rows rebuilt: cleared ones, their neighbours, ends of touched pairs and fresh entries
     redo[old.indices[row_entries(old.indptr, np.flatnonzero(cleared))[0]]] = True
     redo[pair_rows[pair_rows >= 0]] = True
-    old_of = np.full(n_new, -1, dtype=np.int64)  # new canonical position -> old (-1: a new node)
-    old_of[remap[remap >= 0]] = np.flatnonzero(remap >= 0)
     fresh_rows = old_of[add // n_new]
     redo[fresh_rows[fresh_rows >= 0]] = True
     kept, kept_data = _kept_entries(old, np.flatnonzero(redo & (remap >= 0)), cleared, pair_rows, remap, n_new)
     keys = np.concatenate([kept, add])
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
-    matrix, carried, copied = _assemble(old, base.walk.matrix.data, remap, old_of, redo, keys, data, n_new)
-    return matrix, patched_walk(matrix, base.walk, old_of, copied, carried)
+    matrix, carried, copied, runs = _assemble(old, base.walk.matrix.data, remap, old_of, redo, keys, data, n_new)
+    return matrix, patched_walk(matrix, base.walk, old_of, copied, carried, runs)
+
+
+def _node_maps(old_nodes: IntArray, node_rows: IntArray, size: int) -> tuple[IntArray, IntArray] | None:
+    """(old canonical position -> new, new -> old), -1 for nodes gone and nodes new, or None when the nodes in
+    both orders are not in the same relative order. Marks over the row space and runs in order, instead of
+    positions scattered over the row space (the canonical order is by name, so such writes land anywhere)."""
+    in_new, in_old = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
+    in_new[node_rows], in_old[old_nodes] = True, True
+    kept, was = in_new[old_nodes], in_old[node_rows]  # by old position: still there; by new: there before
+    if not np.array_equal(old_nodes[kept], node_rows[was]):
+        return None
+    remap, old_of = np.full(len(old_nodes), -1, dtype=np.int64), np.full(len(node_rows), -1, dtype=np.int64)
+    remap[kept], old_of[was] = np.flatnonzero(was), np.flatnonzero(kept)
+    return remap, old_of
+
+
+def _positions(order: IntArray, rows: IntArray, size: int) -> IntArray:
+    """The positions in `order` (rows of the row space, each once) of a few `rows` (-1: not in it)."""
+    wanted = np.zeros(size, dtype=bool)
+    wanted[rows] = True
+    at = np.flatnonzero(wanted[order])
+    found = order[at]
+    by_row = np.argsort(found)
+    found, at = found[by_row], at[by_row]
+    i = np.minimum(np.searchsorted(found, rows), max(len(found) - 1, 0))
+    hit = found[i] == rows if len(found) else np.zeros(len(rows), dtype=bool)
+    out: IntArray = np.where(hit, at[i] if len(found) else -1, -1).astype(np.int64)
+    return out
 
 
 def _kept_entries(
@@ -240,10 +262,10 @@ def _assemble(
     keys: IntArray,
     data: FloatArray,
     n_new: int,
-) -> tuple[sp.csr_matrix, FloatArray, BoolArray]:
+) -> tuple[sp.csr_matrix, FloatArray, BoolArray, IntArray]:
     """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
     sorted `keys` and `data`; the old walk's values carried to the copied rows' entries (the others left
-    unset); which new rows were copied."""
+    unset); which new rows were copied, and the runs they come in (`_runs`)."""
     lengths = np.diff(old.indptr).astype(np.int64)
     copied = old_of >= 0  # by new row: copied as it was
     copied[copied] = ~redo[old_of[copied]]
@@ -269,7 +291,7 @@ def _assemble(
                     values[a:b] = data[at : at + b - a]
 
         in_parallel([partial(copy, group) for group in _pieces(runs, indptr, old.indptr, key_ptr)])
-        return _canonical(values, indices, indptr, n_new), carried, copied
+        return _canonical(values, indices, indptr, n_new), carried, copied, runs
     source = np.repeat(~redo & (remap >= 0), lengths)  # by old entry: in a copied row
     target = np.repeat(copied, new_lengths)  # by new entry: in a copied row
     indices[target] = remap[old.indices[source]]
@@ -277,7 +299,7 @@ def _assemble(
     carried[target] = old_walk[source]
     indices[~target] = keys % n_new
     values[~target] = data
-    return _canonical(values, indices, indptr, n_new), carried, copied
+    return _canonical(values, indices, indptr, n_new), carried, copied, runs
 
 
 def _pieces(
@@ -323,7 +345,11 @@ def _runs(copied: BoolArray, old_of: IntArray) -> IntArray:
 
 
 def _fresh_entries(
-    state: IndexState, pairs: list[tuple[int, int]], passages: set[int], position: IntArray, n_new: int
+    state: IndexState,
+    pairs: list[tuple[int, int]],
+    passages: set[int],
+    position: Callable[[IntArray], IntArray],
+    n_new: int,
 ) -> tuple[IntArray, FloatArray]:
     """Sorted keys (row * n_new + column, both directions) and weights of the touched edges as they stand."""
     src: list[int] = []
@@ -346,7 +372,8 @@ def _fresh_entries(
             src.extend(linked)
             dst.extend([n_phrases + p] * len(linked))
             weights.extend([weight] * len(linked))
-    a, b = position[np.array(src, dtype=np.int64)], position[np.array(dst, dtype=np.int64)]
+    ends = position(np.array(src + dst, dtype=np.int64))  # new canonical positions (-1: not a node now)
+    a, b = ends[: len(src)], ends[len(src) :]
     w = np.array(weights, dtype=np.float64)
     ok = (a >= 0) & (b >= 0)
     a, b, w = a[ok], b[ok], w[ok]
