@@ -67,6 +67,7 @@ def derive_edges(
         adjacency = _canonical_adjacency(relation, support, context, synonyms, node_rows, n_phrases, size, weight)
         walk = symmetric_walk(adjacency)
         edges = Edges(relation, support, pair_keys(relation), context, counts, adjacency, walk, False)
+    edges.phrase_passages.setflags(write=False)  # the view's and the next patch's base: shared, never changed
     kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, edges.relation_keys,
                      context, edges.phrase_passages, edges.walk)  # fmt: skip
     state.keep_patch_base(kept)
