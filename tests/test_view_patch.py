@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.graph import ppr
 from engram.index import edges
 from engram.index.keyed import PairCounts
 from engram.index.state import IndexState
@@ -50,15 +49,15 @@ def identical(a: GraphIndex, b: GraphIndex) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=7), st.sampled_from(["runs", "pieces", "masks"]))
 def test_patched_views_equal_built_ones(ops: list[Any], assembly: str) -> None:
-    saved = edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK, ppr.RUN_COPIES
+    saved = edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK
     if assembly == "masks":  # rows assembled (and the walk's scaling carried) by whole-array masks, as for many runs
-        edges.MAX_RUNS = ppr.RUN_COPIES = 0
+        edges.MAX_RUNS = 0
     if assembly == "pieces":  # runs copied 3 entries at a time, the pieces split between the pool's threads
         edges.PIECE, edges.MIN_WORK = 3, 0
     try:
         patched_views_equal_built_ones(ops)
     finally:
-        edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK, ppr.RUN_COPIES = saved
+        edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK = saved
 
 
 def patched_views_equal_built_ones(ops: list[Any]) -> None:

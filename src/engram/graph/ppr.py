@@ -22,7 +22,6 @@ Stop = Callable[[FloatArray, FloatArray, FloatArray], bool]  # (iterate, residua
 # any gap a ranking resolves (the shared MuSiQue top-20 rankings are the same as at 1e-13), in 17 sparse
 # products per query on that graph instead of 22.
 PPR_TOL = 1e-10
-RUN_COPIES = 4096  # `patched_walk` copies the scaling run by run up to this many runs, else by masks
 
 
 def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
@@ -161,7 +160,7 @@ def patched_walk(
     lengths = np.diff(indptr).astype(np.int64)
     n, fresh = len(lengths), np.flatnonzero(~copied)
     root, inverse_root, dangling = np.empty(n), np.empty(n), np.empty(n, dtype=bool)
-    if runs is not None and len(runs) <= RUN_COPIES:
+    if runs is not None:
         for a, b, was in runs[runs[:, 2] >= 0].tolist():
             root[a:b], inverse_root[a:b] = old.root[was : was + b - a], old.inverse_root[was : was + b - a]
             dangling[a:b] = old.dangling[was : was + b - a]

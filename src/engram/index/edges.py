@@ -190,10 +190,11 @@ def _patch_adjacency(
         return None  # copied rows would lose their column order
     remap, old_of = maps  # old canonical position -> new, new -> old (-1: gone, new)
     cleared = remap < 0  # gone nodes and touched passages lose every entry
-    touched = _positions(old_nodes, np.array(sorted(passages), dtype=np.int64) + n_phrases, size)
-    cleared[touched[touched >= 0]] = True
     ordered = sorted(pairs)
-    pair_rows = _positions(old_nodes, _pairs(ordered, len(ordered)).ravel(), size).reshape(-1, 2)
+    passage_nodes = np.array(sorted(passages), dtype=np.int64) + n_phrases
+    at = _positions(old_nodes, np.concatenate([passage_nodes, _pairs(ordered, len(ordered)).ravel()]), size)
+    touched, pair_rows = at[: len(passage_nodes)], at[len(passage_nodes) :].reshape(-1, 2)  # old positions
+    cleared[touched[touched >= 0]] = True
     add, add_data = _fresh_entries(state, ordered, passages, partial(_positions, node_rows, size=size), n_new)
     redo = cleared.copy()  # rows rebuilt: cleared ones, their neighbours, ends of touched pairs and fresh entries
     redo[old.indices[row_entries(old.indptr, np.flatnonzero(cleared))[0]]] = True
@@ -263,10 +264,11 @@ def _assemble(
     keys: IntArray,
     data: FloatArray,
     n_new: int,
-) -> tuple[sp.csr_matrix, FloatArray, BoolArray, IntArray]:
+) -> tuple[sp.csr_matrix, FloatArray, BoolArray, IntArray | None]:
     """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
     sorted `keys` and `data`; the old walk's values carried to the copied rows' entries (the others left
-    unset); which new rows were copied, and the runs they come in (`_runs`)."""
+    unset); which new rows were copied, and the runs they come in (`_runs`; None when there were too many to
+    copy run by run)."""
     lengths = np.diff(old.indptr).astype(np.int64)
     copied = old_of >= 0  # by new row: copied as it was
     copied[copied] = ~redo[old_of[copied]]
@@ -300,7 +302,7 @@ def _assemble(
     carried[target] = old_walk[source]
     indices[~target] = keys % n_new
     values[~target] = data
-    return _canonical(values, indices, indptr, n_new), carried, copied, runs
+    return _canonical(values, indices, indptr, n_new), carried, copied, None
 
 
 def _pieces(
