@@ -6,9 +6,13 @@ certain (engram.graph.certify), against the same solve run to its tolerance (1e-
 
 The first form reads a memory kept by `bench_scale.py --keep DIR` (hash embedder, the benchmark's queries);
 the second the shared MuSiQue memory (MiniLM, the 50 shared questions; built on first use as in
-bench_quality.py). In one process, query by query, alternately: `GraphIndex.ppr` without and with `top=k`
-(time, and sparse products counted on a one-chunk copy of the walk), whether the top k passages (ranked with
-the retrieval's tie-break) are the same, and the largest relative difference of their masses.
+bench_quality.py). In one process, query by query, alternately, on the view's canonical walk: the solve to its
+tolerance, the conjugate-gradient solve stopped once the top k are settled (`push_budget=0`), and the default
+(a certified forward push, engram.graph.push, then conjugate gradients from there if the push did not settle
+the top):
+time, sparse products (counted on a one-chunk copy of the walk, with conjugate gradients alone), how many
+queries the push settled alone and the entries it touched, whether the top k passages are the full solve's,
+and the largest relative difference of their masses (either stopped solve).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import numpy as np
 from engram import Memory
 from engram.eval.data import load_corpus, load_questions
 from engram.graph.certify import TopK
+from engram.graph.ppr import solve_pagerank
+from engram.graph.push import MIN_NONZEROS, PUSH_BUDGET, push_top
 from engram.index.view import GraphIndex
 from engram.retrieve.default import default_seeds
 from engram.retrieve.scoring import top_k
@@ -40,30 +46,45 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
     n = index.n_phrases
     start = len(index.node_rows) - int(np.count_nonzero(index.node_rows >= n))
-    print(f"{len(index.node_rows):,} nodes, {index.walk.matrix.nnz:,} non-zeros, {len(resets)} queries")
-    print("| k | same top k | full solve p50 (ms) | certified p50 (ms) | products full (median) | products "
-          "certified (median, max) | largest relative difference of a top-k mass |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    walk = index.walk
+    cg_only = f"solves by conjugate gradients alone (< {MIN_NONZEROS:,})"
+    pushes = "pushes first" if walk.matrix.nnz >= MIN_NONZEROS else cg_only
+    print(f"{len(index.node_rows):,} nodes, {walk.matrix.nnz:,} non-zeros, {len(resets)} queries; the default {pushes}")
+    print("| k | same top k (conjugate gradients / push) | full solve p50 (ms) | conjugate gradients stopped p50 "
+          "(ms) | push, then conjugate gradients if unsettled, p50 (ms) | products full (median) | products stopped "
+          "(median, max) | settled by the push alone | entries pushed (median, max) | largest relative difference "
+          "of a top-k mass |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in ks:
-        full_t, top_t, full_n, top_n, same, worst = [], [], [], [], 0, 0.0
+        top = TopK(start, k)
+        times: dict[str, list[float]] = {"full": [], "cg": [], "push": []}
+        full_n, top_n, same_cg, same_push, alone, pushed_work, worst = [], [], 0, 0, 0, [], 0.0
         for reset in resets:
+            canonical = reset[index.node_rows] / reset.sum()
             t0 = time.perf_counter()
-            full = index.ppr(reset, 0.5)
+            full = solve_pagerank(walk, canonical, 0.5)
             t1 = time.perf_counter()
-            fast = index.ppr(reset, 0.5, top=k)
+            stopped = solve_pagerank(walk, canonical, 0.5, top=top, push_budget=0)
             t2 = time.perf_counter()
-            full_t.append(t1 - t0)
-            top_t.append(t2 - t1)
-            canonical = reset[index.node_rows]
-            full_n.append(counted(index.walk, canonical))
-            top_n.append(counted(index.walk, canonical, TopK(start, k)))
-            want = top_k(index.rankable(full[n:]), k, index.passage_rank)
-            got = top_k(index.rankable(fast[n:]), k, index.passage_rank)
-            same += int(np.array_equal(want, got))
-            worst = max(worst, float(np.max(np.abs(fast[n:][want] - full[n:][want]) / full[n:][want])))
-        print(f"| {k} | {same}/{len(resets)} | {statistics.median(full_t) * 1e3:.1f} | "
-              f"{statistics.median(top_t) * 1e3:.1f} | {statistics.median(full_n):.0f} | "
-              f"{statistics.median(top_n):.0f}, {max(top_n)} | {worst:.1e} |")  # fmt: skip
+            pushed = solve_pagerank(walk, canonical, 0.5, top=top, push_budget=PUSH_BUDGET)
+            t3 = time.perf_counter()
+            for key, seconds in zip(("full", "cg", "push"), (t1 - t0, t2 - t1, t3 - t2)):
+                times[key].append(seconds)
+            full_n.append(counted(walk, canonical))
+            top_n.append(counted(walk, canonical, top))
+            alone_run = push_top(walk, canonical, 0.5, top)
+            alone += int(alone_run.x is not None)
+            pushed_work.append(alone_run.work)
+            want = top_k(full[start:], k)
+            same_cg += int(np.array_equal(top_k(stopped[start:], k), want))
+            same_push += int(np.array_equal(top_k(pushed[start:], k), want))
+            for got in (stopped, pushed):
+                worst = max(worst, float(np.max(np.abs(got[start:][want] - full[start:][want]) / full[start:][want])))
+        p50 = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+        q = len(resets)
+        print(f"| {k} | {same_cg}/{q} / {same_push}/{q} | {p50['full']:.1f} | {p50['cg']:.1f} | {p50['push']:.1f} | "
+              f"{statistics.median(full_n):.0f} | {statistics.median(top_n):.0f}, {max(top_n)} | {alone}/{q} | "
+              f"{statistics.median(pushed_work):,.0f}, {max(pushed_work):,} | {worst:.1e} |")  # fmt: skip
     print(f"5-minute load average on {os.cpu_count()} cores: {os.getloadavg()[1]:.1f}")
 
 

@@ -15,7 +15,8 @@ Runs on a memory kept by `bench_scale.py --keep DIR` (the folder `DIR/<run>/s<si
 * the whole `Memory.retrieve` (query embedding excluded: queries are embedded beforehand);
 * a floor under a query's time: the bytes it cannot avoid reading with this method and layout (the 8-bit codes
   of the alive facts, the alive passages' float32 vectors, and the walk matrix's arrays once per sparse product
-  of the queries' certified solves, counted on their own reset vectors), over the rate at which this machine
+  of the queries' certified solves as `Memory.retrieve` runs them, counted on their own reset vectors: none
+  for a query whose top the forward push settles, engram.graph.push), over the rate at which this machine
   reads memory (a sum over a 512 MiB array, on one thread and in one block per thread at once). The vector work
   of the solve and every other pass come on top, so a query cannot be faster than that here.
 
@@ -43,6 +44,7 @@ import scipy.sparse as sp
 
 import engram.index.view as view_module
 from engram import Memory
+from engram.graph import push
 from engram.graph.certify import TopK
 from engram.graph.parallel import THREADS, RowChunks, in_parallel, row_blocks
 from engram.graph.ppr import SymmetricWalk, dangling_nodes, personalized_pagerank, solve_pagerank, walk_operator
@@ -55,9 +57,10 @@ def ms(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1000:.1f}"
 
 
-def counted(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None) -> int:
+def counted(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None, push_budget: float = 0.0) -> int:
     """Sparse products `solve_pagerank` needs (counted on the one-chunk path: the same iterations), stopping at
-    `top` when given (engram.graph.certify)."""
+    `top` when given (engram.graph.certify); by conjugate gradients alone unless a `push_budget` is given
+    (engram.graph.push: products only for a query whose top the push did not settle)."""
     walk = SymmetricWalk(walk.matrix, walk.root, walk.inverse_root, walk.dangling, walk.blocks)
     walk.__dict__["chunks"] = RowChunks([(0, walk.size, walk.matrix)], [range(1)])
     count = [0]
@@ -69,7 +72,7 @@ def counted(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None) -> 
 
     object.__setattr__(walk, "product", product)
     try:
-        solve_pagerank(walk, reset, 0.5, top=top)
+        solve_pagerank(walk, reset, 0.5, top=top, push_budget=push_budget)
     finally:
         object.__delattr__(walk, "product")
     return count[0]
@@ -131,7 +134,7 @@ def read_rate(parts: int) -> float:
 def floor(view: Any, resets: list[tuple[np.ndarray, TopK | None]], retrieve_ms: str) -> None:
     """Print the bytes a query must read (`floor` in the module's docstring) and the time that takes here."""
     walk = view.walk
-    products = statistics.median(counted(walk, reset, top) for reset, top in resets)
+    products = statistics.median(counted(walk, reset, top, push.PUSH_BUDGET if top else 0.0) for reset, top in resets)
     codes = int(np.count_nonzero(view.fact_alive)) * view.fact_vectors.shape[1] if view.fact_codes is not None else 0
     passages = int(np.count_nonzero(view.passage_alive)) * view.passage_vectors.shape[1] * 4
     matrix = walk.matrix.data.nbytes + walk.matrix.indices.nbytes + walk.matrix.indptr.nbytes
@@ -139,9 +142,9 @@ def floor(view: Any, resets: list[tuple[np.ndarray, TopK | None]], retrieve_ms: 
     one, all_threads = read_rate(1), read_rate(THREADS)
     print(f"floor: a query reads at least {total / 1e6:.0f} MB (fact codes {codes / 1e6:.0f} MB, passage vectors "
           f"{passages / 1e6:.0f} MB, the walk matrix {matrix / 1e6:.0f} MB x {products:g} products, the median of "
-          f"{len(resets)} queries' certified solves); this machine reads {one:.1f} GB/s on one thread and "
-          f"{all_threads:.1f} GB/s on {THREADS}: at least {total / all_threads / 1e6:.1f} ms per query, against "
-          f"retrieve {retrieve_ms} ms")  # fmt: skip
+          f"{len(resets)} queries' certified solves, the push first); this machine reads {one:.1f} GB/s on one "
+          f"thread and {all_threads:.1f} GB/s on {THREADS}: at least {total / all_threads / 1e6:.1f} ms per query, "
+          f"against retrieve {retrieve_ms} ms")  # fmt: skip
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from engram.graph import ppr
 from engram.graph.certify import SCORE_TOLERANCE, TopK, error_bound, exact_total, node_bounds, settled
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
+from engram.graph.push import PUSH_BUDGET
 
 
 def bipartite(rng: np.random.Generator, phrases: int, passages: int, links: int) -> sp.csr_matrix:
@@ -120,7 +121,8 @@ def test_the_exact_total_needs_no_solve() -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("k", [1, 3, 10])
-def test_top_of_an_early_stop_is_the_exact_ranking(seed: int, k: int) -> None:
+@pytest.mark.parametrize("budget", [0.0, PUSH_BUDGET, 10.0])  # conjugate gradients alone, the push first, a long push
+def test_top_of_an_early_stop_is_the_exact_ranking(seed: int, k: int, budget: float | None) -> None:
     rng = np.random.default_rng(seed)
     phrases, passages = 400, 150
     adjacency = bipartite(rng, phrases, passages, 1200)
@@ -130,14 +132,14 @@ def test_top_of_an_early_stop_is_the_exact_ranking(seed: int, k: int) -> None:
     resets[phrases:] = 0.05 * rng.random((passages, 3))  # every passage a little
     tight = solve_pagerank(walk, resets, 0.5, tol=1e-13)
     power = personalized_pagerank(walk_operator(adjacency), resets, 0.5, tol=1e-15, max_iter=1000)
-    early = solve_pagerank(walk, resets, 0.5, top=TopK(phrases, k))
+    early = solve_pagerank(walk, resets, 0.5, top=TopK(phrases, k), push_budget=budget)
     for column in range(3):
         want = top_rows(tight[phrases:, column], k)
         assert want == top_rows(power[phrases:, column], k)
         assert top_rows(early[phrases:, column], k) == want
         exact = tight[phrases:, column][want]  # the masses too, within SCORE_TOLERANCE
         assert np.all(np.abs(early[phrases:, column][want] - exact) <= SCORE_TOLERANCE * exact)
-    single = solve_pagerank(walk, resets[:, 0], 0.5, top=TopK(phrases, k))
+    single = solve_pagerank(walk, resets[:, 0], 0.5, top=TopK(phrases, k), push_budget=budget)
     assert top_rows(single[phrases:], k) == top_rows(tight[phrases:, 0], k)
 
 
@@ -159,7 +161,7 @@ def test_an_early_stop_takes_fewer_products_and_a_tie_runs_to_the_tolerance(monk
     monkeypatch.setattr(ppr.SymmetricWalk, "product", counting)
     full = solve_pagerank(walk, reset, 0.5)
     at_tolerance, counted["products"] = counted["products"], 0
-    early = solve_pagerank(walk, reset, 0.5, top=TopK(phrases, 3))
+    early = solve_pagerank(walk, reset, 0.5, top=TopK(phrases, 3), push_budget=0)  # conjugate gradients alone
     assert counted["products"] < at_tolerance
     assert top_rows(early[phrases:], 3) == top_rows(full[phrases:], 3)
 
@@ -176,6 +178,10 @@ def test_an_early_stop_takes_fewer_products_and_a_tie_runs_to_the_tolerance(monk
     counted["products"] = 0
     full = solve_pagerank(walk, tied, 0.5)
     at_tolerance, counted["products"] = counted["products"], 0
-    early = solve_pagerank(walk, tied, 0.5, top=TopK(phrases, 1))
+    early = solve_pagerank(walk, tied, 0.5, top=TopK(phrases, 1), push_budget=0)
     assert counted["products"] == at_tolerance  # never settled: the same solve as without `top`
     assert np.array_equal(early, full)
+    counted["products"] = 0
+    pushed = solve_pagerank(walk, tied, 0.5, top=TopK(phrases, 1), push_budget=PUSH_BUDGET)  # nor does a push
+    assert counted["products"] > 0  # conjugate gradients went on from the push, to the tolerance
+    assert np.abs(pushed - full).max() < 1e-9

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -10,12 +9,14 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from engram.graph import push
 from engram.graph.certify import TopK, exact_total, node_bounds, ranking_settled
+from engram.graph.cg import Start, Stop, chunked_conjugate_gradients, conjugate_gradients, dots
+from engram.graph.csr import row_entries
 from engram.graph.parallel import RowChunks, matvec, row_blocks, row_chunks
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Stop = Callable[[FloatArray, FloatArray, FloatArray], bool]  # (iterate, residual, its squared norms) -> stop now
 
 # Relative residual at which `solve_pagerank` stops: the tolerance igraph hands its PRPACK solver, which the
 # reference HippoRAG implementation ranks with. Scores are then exact to ~1e-10 of the largest, far below
@@ -196,14 +197,6 @@ def _roots(degree: FloatArray) -> tuple[FloatArray, FloatArray, npt.NDArray[np.b
     return root, inverse_root, dangling
 
 
-def row_entries(indptr: npt.NDArray[np.integer], rows: IntArray) -> tuple[IntArray, IntArray]:
-    """Positions of every entry of `rows` (row after row) and where each row's run starts among them."""
-    lengths = (indptr[rows + 1] - indptr[rows]).astype(np.int64)
-    starts = np.cumsum(lengths) - lengths
-    at: IntArray = np.repeat(indptr[rows].astype(np.int64) - starts, lengths) + np.arange(int(lengths.sum()))
-    return at, starts
-
-
 def _walk(
     adjacency: sp.csr_matrix, data: FloatArray, root: FloatArray, inverse: FloatArray, dangling: npt.NDArray[np.bool_]
 ) -> SymmetricWalk:
@@ -219,6 +212,7 @@ def solve_pagerank(
     tol: float = PPR_TOL,
     max_iter: int = 200,
     top: TopK | None = None,
+    push_budget: float | None = None,
 ) -> FloatArray:
     """Personalized PageRank as `personalized_pagerank` defines it (dangling mass follows the reset
     distribution), solved as a linear system instead of by power iteration.
@@ -230,21 +224,43 @@ def solve_pagerank(
     power iteration needs. `reset` is a vector or an (n, q) matrix (q queries, solved together); columns are
     normalised. Deterministic: fixed-order sparse products and numpy's pairwise sums, no BLAS reductions.
 
-    With `top`, the solve also stops as soon as every column's best `top.k` nodes from `top.start` on are
-    settled (`engram.graph.certify`): their order is then the exact solution's, and each of their masses within
-    0.1 % of it (`certify.SCORE_TOLERANCE`), in about half the products a solve to `tol` takes
-    (bench/bench_certify.py)."""
+    With `top`, the solve stops as soon as every column's best `top.k` nodes from `top.start` on are settled
+    (`engram.graph.certify`): their order is then the exact solution's, and each of their masses within 0.1 % of
+    it (`certify.SCORE_TOLERANCE`). Each column is first pushed from its reset (`engram.graph.push`), which
+    settles a concentrated reset's top without a pass over the graph; a column it does not settle within its
+    budget goes on by conjugate gradients from there, stopped the same way (bench/bench_certify.py).
+    `push_budget` is that budget (default `push.PUSH_BUDGET` on a walk of at least `push.MIN_NONZEROS`
+    non-zeros, else 0); 0 solves by conjugate gradients alone."""
     if not 0.0 <= damping < 1.0:
         raise ValueError("damping must be in [0, 1)")
     r = _checked_reset(reset, walk.size)
+    budget = push_budget
+    if budget is None:
+        budget = push.PUSH_BUDGET if walk.matrix.nnz >= push.MIN_NONZEROS else 0.0
+    if top is not None and budget > 0:
+        return _solve_top(walk, r, damping, tol, max_iter, top, budget)
+    return _solve(walk, r, damping, tol, max_iter, top)
+
+
+def _solve(
+    walk: SymmetricWalk,
+    r: FloatArray,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    top: TopK | None = None,
+    start: Start | None = None,
+) -> FloatArray:
+    """Conjugate gradients on the normalised reset `r`, from y = b or from `start`, stopped at `tol` or, with
+    `top`, once the top is settled; the masses."""
     single = r.ndim == 1
     b = r * (walk.inverse_root if single else walk.inverse_root[:, None])
     fired: list[bool] = []
     stop = None if top is None else _settled_stop(walk, r, b, damping, top, fired)
     if len(walk.chunks.parts) > 1:
-        y = _chunked_conjugate_gradients(walk.chunks, b, damping, tol, max_iter, stop)
+        y = chunked_conjugate_gradients(walk.chunks, b, damping, tol, max_iter, stop, start)
     else:
-        y = _conjugate_gradients(walk.product, b, damping, tol, max_iter, stop)
+        y = conjugate_gradients(walk.product, b, damping, tol, max_iter, stop, start)
     x = y * (walk.root if single else walk.root[:, None])
     x[walk.dangling] = r[walk.dangling]
     if not fired:
@@ -255,12 +271,38 @@ def solve_pagerank(
     return out
 
 
+def _solve_top(
+    walk: SymmetricWalk, r: FloatArray, damping: float, tol: float, max_iter: int, top: TopK, budget: float
+) -> FloatArray:
+    """Each column pushed from its reset (`engram.graph.push`); the columns whose top the push did not settle
+    within its budget solved together by conjugate gradients from where their pushes stopped."""
+    columns = r if r.ndim == 2 else r[:, None]
+    out = np.empty_like(columns)
+    total = exact_total(columns, walk.dangling, damping)
+    left: list[int] = []
+    ys: list[FloatArray] = []
+    residuals: list[FloatArray] = []
+    for column in range(columns.shape[1]):
+        pushed = push.push_top(walk, columns[:, column], damping, top, budget)
+        if pushed.x is not None:
+            out[:, column] = pushed.x / total[column]
+        else:
+            left.append(column)
+            ys.append(pushed.y)
+            residuals.append(pushed.residual)
+    if left:
+        start = (np.stack(ys, axis=1), np.stack(residuals, axis=1))
+        out[:, left] = _solve(walk, columns[:, left], damping, tol, max_iter, top, start)
+    result: FloatArray = out if r.ndim == 2 else out[:, 0]
+    return result
+
+
 def _settled_stop(
     walk: SymmetricWalk, reset: FloatArray, b: FloatArray, damping: float, top: TopK, fired: list[bool]
 ) -> Stop:
     """Whether an iterate settles the top of the ranking (`engram.graph.certify`); notes in `fired` that it
     did (a solve that ends at its tolerance instead is the same as one without `top`)."""
-    rhs = np.sqrt(_dots(b, b))
+    rhs = np.sqrt(dots(b, b))
     norms = walk.row_norms(top.start)
 
     def stop(y: FloatArray, residual: FloatArray, rr: FloatArray) -> bool:
@@ -282,105 +324,3 @@ def _checked_reset(reset: npt.ArrayLike, n: int) -> FloatArray:
         raise ValueError("every reset column needs positive mass")
     normalised: FloatArray = r / totals
     return normalised
-
-
-def _dots(a: FloatArray, b: FloatArray) -> FloatArray:
-    """Dot products (one per column of a matrix) by numpy's own summation loop: single-threaded, the same
-    bits for the same data wherever it lies in memory, unlike a threaded BLAS reduction."""
-    out: FloatArray = np.asarray(np.einsum("i,i->" if a.ndim == 1 else "ij,ij->j", a, b))
-    return out
-
-
-def _conjugate_gradients(
-    matrix: Callable[[FloatArray], FloatArray],
-    b: FloatArray,
-    damping: float,
-    tol: float,
-    max_iter: int,
-    stop: Stop | None = None,
-) -> FloatArray:
-    """Solve (I - damping * matrix) y = b for each column of b, from y = b; stops when every column's residual
-    norm is below `tol` x its right-hand side's norm, or `stop(y, residual, its squared norms)` says so. In-place
-    vector updates: one sparse product and a few passes over the vectors per iteration."""
-    scratch = np.empty_like(b)
-    y: FloatArray = b.copy()
-    residual = matrix(y)  # b - (y - damping S y) with y = b
-    residual *= damping
-    direction = residual.copy()
-    rr = _dots(residual, residual)
-    limit = (tol**2) * _dots(b, b)
-    for _ in range(max_iter):
-        if np.all(rr <= limit) or (stop is not None and stop(y, residual, rr)):
-            break
-        product = matrix(direction)
-        product *= -damping
-        product += direction  # (I - damping S) direction
-        curvature = _dots(direction, product)
-        alpha = np.divide(rr, curvature, out=np.zeros_like(rr), where=curvature > 0)
-        np.multiply(direction, alpha, out=scratch)
-        y += scratch
-        np.multiply(product, alpha, out=scratch)
-        residual -= scratch
-        fresh = _dots(residual, residual)
-        direction *= np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)
-        direction += residual
-        rr = fresh
-    return y
-
-
-def _chunked_conjugate_gradients(
-    chunks: RowChunks, b: FloatArray, damping: float, tol: float, max_iter: int, stop: Stop | None = None
-) -> FloatArray:
-    """`_conjugate_gradients` for a large graph: each iteration is three steps over the chunks of rows (the
-    sparse product with the update that needs it, then the solution and residual, then the direction), each
-    chunk's vector work done while its rows are in cache and the chunks on all threads. The floats are those
-    of one thread: every chunk's work and partial dot product is the same whichever thread runs it."""
-    y: FloatArray = b.copy()
-    residual, direction, product = np.empty_like(b), np.empty_like(b), np.empty_like(b)
-    parts = np.zeros((len(chunks.parts), *b.shape[1:]))
-    scale: list[FloatArray] = []  # this step's alpha or beta, set before the step runs
-
-    def start(c: int) -> None:  # residual = damping S b (y = b), the first direction
-        a, e, rows = chunks.parts[c]
-        r = residual[a:e]
-        r[...] = rows @ y
-        r *= damping
-        direction[a:e] = r
-        parts[c] = _dots(r, r)
-
-    def step_product(c: int) -> None:  # product = (I - damping S) direction, and its curvature
-        a, e, rows = chunks.parts[c]
-        p = product[a:e]
-        p[...] = rows @ direction
-        p *= -damping
-        p += direction[a:e]
-        parts[c] = _dots(direction[a:e], p)
-
-    def step_solution(c: int) -> None:  # y += alpha direction, residual -= alpha product
-        a, e, _ = chunks.parts[c]
-        y[a:e] += direction[a:e] * scale[0]
-        r = residual[a:e]
-        r -= product[a:e] * scale[0]
-        parts[c] = _dots(r, r)
-
-    def step_direction(c: int) -> None:  # direction = residual + beta direction
-        a, e, _ = chunks.parts[c]
-        d = direction[a:e]
-        d *= scale[0]
-        d += residual[a:e]
-
-    chunks.run(start)
-    rr = parts.sum(axis=0)
-    limit = (tol**2) * _dots(b, b)
-    for _ in range(max_iter):
-        if np.all(rr <= limit) or (stop is not None and stop(y, residual, rr)):
-            break
-        chunks.run(step_product)
-        curvature = parts.sum(axis=0)
-        scale[:] = [np.divide(rr, curvature, out=np.zeros_like(rr), where=curvature > 0)]
-        chunks.run(step_solution)
-        fresh = parts.sum(axis=0)
-        scale[:] = [np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)]
-        chunks.run(step_direction)
-        rr = fresh
-    return y

@@ -21,9 +21,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from engram.graph.csr import row_entries
 from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
-from engram.graph.ppr import SymmetricWalk, patched_walk, row_entries, symmetric_walk
+from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 

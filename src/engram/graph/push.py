@@ -1,0 +1,177 @@
+"""The top of a Personalized PageRank ranking from the neighbourhood of the reset's mass: a certified forward
+push (pure functions over arrays).
+
+Notation of `engram.graph.certify`: x solves (I - d M) x = r with M = A D^-1 the walk, d the damping and r the
+normalised reset; y = D^-1/2 x solves (I - d S) y = b = D^-1/2 r. A forward push (Andersen, Chung and Lang,
+"Local graph partitioning using PageRank vectors", 2006) keeps an estimate y and a residual q with
+(I - d S) y + q = b: pushing node u moves q(u) into y(u) and d S(v, u) q(u) to each neighbour v. In x's terms,
+with p = D^1/2 y and rho = D^1/2 q >= 0, the exact solution is x = p + e, e = (I - d M)^-1 rho, and:
+
+* e >= rho >= 0 (the series of a non-negative matrix);
+* M deg = A 1 = deg on an undirected graph, so (I - d M)^-1 deg = deg / (1 - d), and once every node's
+  rho(u) <= eps deg(u) (q(u) <= eps sqrt(deg(u))), e <= eps deg / (1 - d) node by node;
+* unrolled, e = rho + d M e, so rho(v) <= e(v) <= rho(v) + d eps deg(v) / (1 - d) for every node, and three
+  steps further for a few nodes, rho + d M rho + d^2 M^2 rho <= e <= the same + d^3 eps deg / (1 - d): eight
+  times tighter at damping 0.5, for a gather over the node's neighbours' neighbours.
+
+A push drains every node above eps (all of them at once, round by round), then bounds each passage's x within
+an interval, the likeliest top ones (by the highest possible x) within the three-step one, and stops when the
+intervals settle the top k as `certify.settled` asks: the k best in the exact order, their masses within
+`TopK.rel`. Otherwise eps shrinks and the push goes on. The work is the neighbourhood the reset's mass reaches
+above eps, not the graph: on a graph of a million nodes, about a hundredth of one sparse product
+(bench/bench_certify.py). A reset spread over the whole graph (the paper's min-max passage prior), or a tie,
+spends the budget instead; `solve_pagerank` then goes on by conjugate gradients from what the push left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.graph.certify import DRIFT, TopK, settled
+from engram.graph.csr import row_entries
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+    from engram.graph.ppr import SymmetricWalk
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+# Entries a push may touch, as a fraction of the walk's non-zeros, before conjugate gradients take over: a
+# pushed entry costs about twenty times a sparse product's (scattered reads and writes), so the budget is
+# about one product's time. On the shared MuSiQue graph (86k non-zeros) a query's top 10 rarely settle within
+# it; on a 100k-passage memory's (5.5M) the top 10 did for 19 of 20 queries (bench/bench_certify.py).
+PUSH_BUDGET = 0.05
+# Walks with fewer non-zeros are solved by conjugate gradients alone unless a budget is asked for: a whole
+# solve there takes a few ms, the order of the push's fixed cost in numpy calls per round and per check (on the
+# MuSiQue graph's 86k non-zeros the push first was 0.1-1.2 ms slower at k = 5-40; on a 10k-passage memory's
+# 548k, 2.6x faster at k = 5, bench/bench_certify.py).
+MIN_NONZEROS = 1 << 18
+FIRST_STEP = 64.0  # the first eps: the largest residual per degree over this
+SHRINK = 4.0  # eps after an unsettled check: over this
+LEVELS = 40  # checks at most (eps shrinks 4^40-fold): then the residual is at rounding level or the top ties
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """What a push leaves: the estimate y and its residual q ((I - d S) y + q = b), and the certified x
+    (before division by the exact total; a dangling node's x is its reset) when the top settled, else None."""
+
+    y: FloatArray
+    residual: FloatArray
+    x: FloatArray | None
+    work: int  # entries touched
+
+
+def push_top(walk: SymmetricWalk, reset: FloatArray, damping: float, top: TopK, budget: float = PUSH_BUDGET) -> Pushed:
+    """Push the normalised `reset` (one column) until the top `top.k` nodes from `top.start` on are settled or
+    `budget` x the walk's non-zeros entries are touched."""
+    b = reset * walk.inverse_root
+    y, residual = np.zeros_like(b), b.copy()
+    per_degree = residual * walk.inverse_root  # rho(u) / deg(u)
+    eps = float(per_degree.max()) / FIRST_STEP
+    allowance, work = budget * walk.matrix.nnz, 0
+    rhs = float(np.sqrt(b @ b))
+    for _ in range(LEVELS):
+        if eps > 0.0:
+            work += _drain(walk, y, residual, per_degree, damping, eps, allowance - work)
+        if work > allowance:
+            break
+        values, slack = intervals(walk, y, residual, reset, damping, eps, top, rhs)
+        if settled(values, slack, top.k, top.rel):
+            x = walk.root * y
+            x[top.start :] = values
+            x[walk.dangling] = reset[walk.dangling]
+            return Pushed(y, residual, x, work)
+        if eps == 0.0:  # no residual left: the intervals are exact, and the top ties
+            break
+        eps /= SHRINK
+    return Pushed(y, residual, None, work)
+
+
+def _drain(
+    walk: SymmetricWalk,
+    y: FloatArray,
+    residual: FloatArray,
+    per_degree: FloatArray,
+    damping: float,
+    eps: float,
+    allowance: float,
+) -> int:
+    """Push every node whose residual per degree is at least `eps`, round after round (all of a round's nodes
+    at once), until none is left or `allowance` entries are touched; returns the entries touched."""
+    matrix = walk.matrix
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
+    frontier = np.flatnonzero(per_degree >= eps)
+    work = 0
+    while frontier.size and work <= allowance:
+        at, _ = row_entries(indptr, frontier)
+        lengths = (indptr[frontier + 1] - indptr[frontier]).astype(np.int64)
+        moved = residual[frontier]
+        y[frontier] += moved
+        residual[frontier] = 0.0
+        per_degree[frontier] = 0.0
+        reached = indices[at]
+        np.add.at(residual, reached, data[at] * np.repeat(moved * damping, lengths))
+        fresh = residual[reached] * walk.inverse_root[reached]
+        per_degree[reached] = fresh
+        frontier = np.unique(reached[fresh >= eps])
+        work += len(at)
+    return work
+
+
+def intervals(
+    walk: SymmetricWalk,
+    y: FloatArray,
+    residual: FloatArray,
+    reset: FloatArray,
+    damping: float,
+    eps: float,
+    top: TopK,
+    rhs: float,
+) -> tuple[FloatArray, FloatArray]:
+    """Midpoint and half-width of the interval each node from `top.start` on has x in, once no node's residual
+    per degree is above `eps`; `rhs` is ||b||_2 (the push's rounding, at most `certify.DRIFT` x it per entry of y,
+    widens every interval)."""
+    s = top.start
+    root = walk.root[s:]
+    degree = root * root
+    low = root * (y[s:] + residual[s:])
+    width = (damping / (1.0 - damping)) * eps * degree
+    likely = _likeliest(low + width, walk.dangling[s:], 2 * top.k + 4)
+    if len(likely):
+        low[likely] = root[likely] * (y[s + likely] + three_steps(walk.matrix, s + likely, residual, damping))
+        width[likely] = (damping**3 / (1.0 - damping)) * eps * degree[likely]
+    still = walk.dangling[s:]
+    low[still], width[still] = reset[s:][still], 0.0  # a dangling node's x is its reset, exactly
+    return low + width / 2, width / 2 + DRIFT * rhs * root
+
+
+def _likeliest(high: FloatArray, dangling: npt.NDArray[np.bool_], m: int) -> IntArray:
+    """The (up to) `m` nodes with the highest `high`, dangling ones left out."""
+    if m < len(high):
+        rows: IntArray = np.argpartition(-high, m - 1)[:m].astype(np.int64)
+    else:
+        rows = np.arange(len(high), dtype=np.int64)
+    kept: IntArray = rows[~dangling[rows]]
+    return kept
+
+
+def three_steps(matrix: sp.csr_matrix, nodes: IntArray, residual: FloatArray, damping: float) -> FloatArray:
+    """q(v) + d (S q)(v) + d^2 (S^2 q)(v) for each of `nodes` (none dangling): gathered over their neighbours'
+    rows, not over the graph (S is symmetric, so (S^2 q)(v) sums S(v, u) (S q)(u) over v's neighbours u)."""
+    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
+    at, starts = row_entries(indptr, nodes)
+    reached, weights = indices[at], data[at]
+    neighbours, back = np.unique(reached, return_inverse=True)
+    their, their_starts = row_entries(indptr, neighbours.astype(np.int64))
+    once_there = np.add.reduceat(data[their] * residual[indices[their]], their_starts)
+    once = np.add.reduceat(weights * residual[reached], starts)
+    twice = np.add.reduceat(weights * once_there[back], starts)
+    out: FloatArray = residual[nodes] + damping * once + (damping * damping) * twice
+    return out

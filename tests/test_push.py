@@ -1,0 +1,121 @@
+"""The certified forward push (engram.graph.push). Oracles: a dense solve of the PageRank system, and the
+full conjugate-gradient solve to 1e-13."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from engram.graph.certify import SCORE_TOLERANCE, TopK, exact_total
+from engram.graph.ppr import solve_pagerank, symmetric_walk
+from engram.graph.push import PUSH_BUDGET, _drain, intervals, push_top
+
+
+def bipartite(rng: np.random.Generator, phrases: int, passages: int, links: int) -> sp.csr_matrix:
+    """Phrase nodes first, then passage nodes; phrase-phrase and phrase-passage edges of random weight, so
+    some nodes are dangling."""
+    n = phrases + passages
+    a = rng.integers(0, phrases, links)
+    b = np.where(rng.random(links) < 0.5, rng.integers(0, phrases, links), rng.integers(phrases, n, links))
+    keep = a != b
+    a, b = a[keep], b[keep]
+    w = rng.random(len(a)) + 0.1
+    return sp.coo_matrix((np.r_[w, w], (np.r_[a, b], np.r_[b, a])), shape=(n, n)).tocsr()
+
+
+def concentrated(rng: np.random.Generator, phrases: int, passages: int) -> np.ndarray:
+    """A reset like the default method's: a few phrase seeds, and a passage prior that falls off sharply
+    from the best passage (exp of the cosine gap over a small temperature)."""
+    reset = np.zeros(phrases + passages)
+    reset[rng.integers(0, phrases, 4)] = rng.random(4)
+    cosine = rng.normal(0.3, 0.1, passages)
+    reset[phrases:] = 0.3 * np.exp((cosine - cosine.max()) / 0.02)
+    return reset / reset.sum()
+
+
+def exact_x(walk, reset: np.ndarray, damping: float) -> np.ndarray:  # type: ignore[no-untyped-def]
+    system = np.identity(walk.size) - damping * walk.matrix.toarray()
+    x = np.linalg.solve(system, reset * walk.inverse_root) * walk.root
+    x[walk.dangling] = reset[walk.dangling]
+    return x
+
+
+def top_rows(values: np.ndarray, k: int) -> list[int]:
+    return [int(i) for i in np.argsort(-values, kind="stable")[:k]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("damping", [0.3, 0.5, 0.85])
+def test_every_interval_holds_the_exact_solution(seed: int, damping: float) -> None:
+    """After draining to any eps, each passage's x lies in its interval (the three-step ones included), and
+    the push kept its invariant (I - d S) y + q = b."""
+    rng = np.random.default_rng(seed)
+    phrases, passages = 300, 120
+    walk = symmetric_walk(bipartite(rng, phrases, passages, 900))
+    assert walk.dangling[phrases:].any()
+    reset = concentrated(rng, phrases, passages)
+    exact = exact_x(walk, reset, damping)[phrases:]
+    b = reset * walk.inverse_root
+    y, residual = np.zeros_like(b), b.copy()
+    per_degree = residual * walk.inverse_root
+    top = TopK(phrases, 3)
+    tightened = 0
+    for eps in np.geomspace(per_degree.max() / 2, per_degree.max() * 1e-7, 8):
+        _drain(walk, y, residual, per_degree, damping, float(eps), np.inf)
+        assert np.all(residual * walk.inverse_root < eps)  # drained: nothing left above eps
+        invariant = y - damping * (walk.matrix @ y) + residual
+        assert np.abs(invariant - b).max() < 1e-13
+        values, slack = intervals(walk, y, residual, reset, damping, float(eps), top, float(np.linalg.norm(b)))
+        assert np.all(np.abs(exact - values) <= slack * (1 + 1e-9) + 1e-15)
+        one_step = (damping / (1 - damping)) * float(eps) * walk.root[phrases:] ** 2 / 2
+        tightened += int(np.sum(slack < one_step * (1 + damping**2) / 2))  # three steps: d^2 the width
+    assert tightened > 0  # the likeliest nodes did get the three-step intervals
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("k", [1, 3, 10])
+def test_a_settled_push_gives_the_exact_top_and_masses(seed: int, k: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    phrases, passages = 400, 150
+    walk = symmetric_walk(bipartite(rng, phrases, passages, 1200))
+    reset = concentrated(rng, phrases, passages)
+    tight = solve_pagerank(walk, reset, 0.5, tol=1e-13)
+    pushed = push_top(walk, reset, 0.5, TopK(phrases, k), budget=100.0)
+    assert pushed.x is not None
+    masses = pushed.x / exact_total(reset, walk.dangling, 0.5)[0]
+    want = top_rows(tight[phrases:], k)
+    assert top_rows(masses[phrases:], k) == want
+    exact = tight[phrases:][want]
+    assert np.all(np.abs(masses[phrases:][want] - exact) <= SCORE_TOLERANCE * exact)
+    solved = solve_pagerank(walk, reset, 0.5, top=TopK(phrases, k), push_budget=PUSH_BUDGET)  # through the solver
+    assert top_rows(solved[phrases:], k) == want
+
+
+def test_the_push_stays_in_the_reset_s_component() -> None:
+    """Forty copies of one graph side by side, the reset in one of them: the push settles the top (of every
+    node here) touching that copy's entries only, and the answer is that of the copy alone."""
+    rng = np.random.default_rng(7)
+    one = bipartite(rng, 200, 80, 700)
+    n, copies, home = one.shape[0], 40, 3
+    walk = symmetric_walk(sp.block_diag([one] * copies, format="csr"))
+    reset_one = concentrated(rng, 200, 80)
+    reset = np.zeros(copies * n)
+    reset[home * n : (home + 1) * n] = reset_one
+    pushed = push_top(walk, reset, 0.5, TopK(0, 3), budget=1.0)
+    assert pushed.x is not None
+    assert pushed.work <= 20 * one.nnz  # a few passes over one copy's entries, not over forty copies
+    alone = solve_pagerank(symmetric_walk(one), reset_one, 0.5, tol=1e-13)
+    masses = pushed.x / exact_total(reset, walk.dangling, 0.5)[0]
+    assert top_rows(masses, 3) == [home * n + i for i in top_rows(alone, 3)]
+
+
+def test_a_spent_budget_leaves_a_valid_start_and_no_answer() -> None:
+    rng = np.random.default_rng(11)
+    phrases, passages = 300, 120
+    walk = symmetric_walk(bipartite(rng, phrases, passages, 900))
+    reset = np.full(phrases + passages, 1.0 / (phrases + passages))  # spread over every node: no local top
+    pushed = push_top(walk, reset, 0.5, TopK(phrases, 10), budget=0.01)
+    assert pushed.x is None
+    assert 0 < pushed.work <= walk.matrix.nnz  # stopped within a round of its budget
+    b = reset * walk.inverse_root
+    invariant = pushed.y - 0.5 * (walk.matrix @ pushed.y) + pushed.residual
+    assert np.abs(invariant - b).max() < 1e-13
