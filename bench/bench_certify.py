@@ -73,7 +73,7 @@ def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
             full_n.append(counted(walk, canonical))
             top_n.append(counted(walk, canonical, top))
             alone_run = push_top(walk, canonical, 0.5, top)
-            alone += int(alone_run.x is not None)
+            alone += int(alone_run.masses is not None)
             pushed_work.append(alone_run.work)
             want = top_k(full[start:], k)
             same_cg += int(np.array_equal(top_k(stopped[start:], k), want))

@@ -6,7 +6,15 @@ import pytest
 import scipy.sparse as sp
 
 from engram.graph import ppr
-from engram.graph.certify import SCORE_TOLERANCE, TopK, error_bound, exact_total, node_bounds, settled
+from engram.graph.certify import (
+    SCORE_TOLERANCE,
+    TopK,
+    error_bound,
+    exact_total,
+    node_bounds,
+    settled,
+    shortfall,
+)
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 from engram.graph.push import PUSH_BUDGET
 
@@ -56,6 +64,28 @@ def test_settled_refuses_overlaps_and_ties() -> None:
     assert not settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=1e-3)  # 3 +- 0.01: not within 0.1 %
     assert settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=1e-2)
     assert not settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=0.01 / 3)  # of 2.99, not of 3
+
+
+def test_shortfall_is_the_factor_the_slack_must_shrink_by() -> None:
+    """Below 1 exactly when settled; slack shrunk by a little more than it settles, by a little less does not;
+    inf for a tie."""
+    rng = np.random.default_rng(4)
+    checked = 0
+    for _ in range(400):
+        n = int(rng.integers(1, 30))
+        values = rng.random(n)
+        slack = rng.random(n) * 10 ** rng.uniform(-4, -1)
+        k = int(rng.integers(1, n + 1))
+        rel = float(rng.choice([np.inf, 1e-3, 1e-2]))
+        need = shortfall(values, slack, k, rel)
+        assert (need < 1) == settled(values, slack, k, rel)
+        if 1.0 < need < np.inf:
+            checked += 1
+            assert settled(values, slack / (need * 1.001), k, rel)
+            assert not settled(values, slack / (need * 0.999), k, rel)
+    assert checked > 100
+    assert shortfall(np.array([1.0, 1.0, 0.5]), np.full(3, 1e-9), 1) == np.inf  # a tie at the top
+    assert shortfall(np.array([2.0, 1.0]), np.array([0.5, 1.0]), 1) == pytest.approx(1.5)
 
 
 def test_error_bound_covers_the_distance_to_the_solution() -> None:

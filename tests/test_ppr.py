@@ -76,6 +76,13 @@ def test_solver_batches_and_rejects_like_power_iteration() -> None:
         solve_pagerank(walk, np.zeros(500))
     with pytest.raises(ValueError):
         solve_pagerank(walk, np.ones(499))
+    for bad in (np.nan, np.inf, -np.inf, -0.5):  # one bad entry among good ones, in a vector or a column
+        spoiled = np.ones(500)
+        spoiled[7] = bad
+        with pytest.raises(ValueError, match="finite, non-negative"):
+            solve_pagerank(walk, spoiled)
+        with pytest.raises(ValueError, match="finite, non-negative"):
+            solve_pagerank(walk, np.stack([np.ones(500), spoiled], axis=1))
 
 
 def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:

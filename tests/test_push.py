@@ -1,11 +1,15 @@
 """The certified forward push (engram.graph.push). Oracles: a dense solve of the PageRank system, and the
 full conjugate-gradient solve to 1e-13."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engram.graph.certify import SCORE_TOLERANCE, TopK, exact_total
+from engram import Document, Memory
+from engram.embed import HashEmbedder
+from engram.graph.certify import SCORE_TOLERANCE, TopK
 from engram.graph.ppr import solve_pagerank, symmetric_walk
 from engram.graph.push import PUSH_BUDGET, _drain, intervals, push_top
 
@@ -60,7 +64,7 @@ def test_every_interval_holds_the_exact_solution(seed: int, damping: float) -> N
     top = TopK(phrases, 3)
     tightened = 0
     for eps in np.geomspace(per_degree.max() / 2, per_degree.max() * 1e-7, 8):
-        _drain(walk, y, residual, per_degree, damping, float(eps), np.inf)
+        _drain(walk, y, residual, per_degree, damping, float(eps), np.inf, [])
         assert np.all(residual * walk.inverse_root < eps)  # drained: nothing left above eps
         invariant = y - damping * (walk.matrix @ y) + residual
         assert np.abs(invariant - b).max() < 1e-13
@@ -80,8 +84,8 @@ def test_a_settled_push_gives_the_exact_top_and_masses(seed: int, k: int) -> Non
     reset = concentrated(rng, phrases, passages)
     tight = solve_pagerank(walk, reset, 0.5, tol=1e-13)
     pushed = push_top(walk, reset, 0.5, TopK(phrases, k), budget=100.0)
-    assert pushed.x is not None
-    masses = pushed.x / exact_total(reset, walk.dangling, 0.5)[0]
+    assert pushed.masses is not None
+    masses = pushed.masses
     want = top_rows(tight[phrases:], k)
     assert top_rows(masses[phrases:], k) == want
     exact = tight[phrases:][want]
@@ -101,10 +105,10 @@ def test_the_push_stays_in_the_reset_s_component() -> None:
     reset = np.zeros(copies * n)
     reset[home * n : (home + 1) * n] = reset_one
     pushed = push_top(walk, reset, 0.5, TopK(0, 3), budget=1.0)
-    assert pushed.x is not None
+    assert pushed.masses is not None
     assert pushed.work <= 20 * one.nnz  # a few passes over one copy's entries, not over forty copies
     alone = solve_pagerank(symmetric_walk(one), reset_one, 0.5, tol=1e-13)
-    masses = pushed.x / exact_total(reset, walk.dangling, 0.5)[0]
+    masses = pushed.masses
     assert top_rows(masses, 3) == [home * n + i for i in top_rows(alone, 3)]
 
 
@@ -114,8 +118,35 @@ def test_a_spent_budget_leaves_a_valid_start_and_no_answer() -> None:
     walk = symmetric_walk(bipartite(rng, phrases, passages, 900))
     reset = np.full(phrases + passages, 1.0 / (phrases + passages))  # spread over every node: no local top
     pushed = push_top(walk, reset, 0.5, TopK(phrases, 10), budget=0.01)
-    assert pushed.x is None
+    assert pushed.masses is None
     assert 0 < pushed.work <= walk.matrix.nnz  # stopped within a round of its budget
     b = reset * walk.inverse_root
     invariant = pushed.y - 0.5 * (walk.matrix @ pushed.y) + pushed.residual
     assert np.abs(invariant - b).max() < 1e-13
+
+
+def test_the_view_reads_a_reset_sparsely_and_the_passage_masses_alone(tmp_path: Path) -> None:
+    """`GraphIndex.canonical_reset` equals `resets[node_rows]` (dead rows dropped), and `passage_ppr` equals the
+    passage rows of `ppr`, after deletes left dead phrase and passage rows."""
+    rng = np.random.default_rng(5)
+    names = [f"place {i}" for i in range(30)]
+    docs, extractions = [], []
+    for i in range(24):
+        picked = rng.choice(len(names), 4, replace=False)
+        triples = [[names[picked[j]], "is near", names[picked[j + 1]]] for j in range(3)]
+        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
+        extractions.append({"id": f"d{i}", "triples": triples})
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
+        memory.index(docs, extractions=extractions)
+        memory.delete(["d3", "d7", "d11"])
+        index = memory.context().view
+        rows = index.n_phrases + len(index.passages)
+        assert len(index.node_rows) < rows  # dead rows left behind
+        for shape in ((rows,), (rows, 3)):
+            resets = np.zeros(shape)
+            resets[rng.integers(0, index.n_phrases, 6)] = 1.0  # seeds, some maybe on dead phrases
+            resets[index.n_phrases :] = rng.random((rows - index.n_phrases, *shape[1:]))
+            assert np.array_equal(index.canonical_reset(resets), resets[index.node_rows])
+            for k in (None, 3):
+                full = index.ppr(resets, 0.5, top=k)[index.n_phrases :]
+                assert np.array_equal(index.passage_ppr(resets, 0.5, top=k), full)

@@ -106,6 +106,33 @@ def settled(values: FloatArray, slack: FloatArray, k: int, rel: float = np.inf) 
     return bool(low[-1] > rest.max())
 
 
+def shortfall(values: FloatArray, slack: FloatArray, k: int, rel: float = np.inf) -> float:
+    """The factor by which every slack must still shrink, the values held fixed, for `settled` to hold: below 1
+    when it holds already, inf when no shrinking can do it (a tie at the top)."""
+    n = len(values)
+    if n == 0 or k <= 0:
+        return 0.0
+    k = min(k, n)
+    top = np.argpartition(-values, k - 1)[:k] if k < n else np.arange(n)
+    top = top[np.argsort(-values[top], kind="stable")]
+    v, s = values[top], slack[top]
+    need = [_ratio(s * (1.0 + rel), rel * v)] if rel < np.inf else []
+    if k > 1:
+        need.append(_ratio(s[:-1] + s[1:], v[:-1] - v[1:]))
+    if k < n:
+        rest = np.ones(n, dtype=bool)
+        rest[top] = False
+        need.append(_ratio(s[-1] + slack[rest], v[-1] - values[rest]))
+    return max(need, default=0.0)
+
+
+def _ratio(width: FloatArray, gap: FloatArray) -> float:
+    """The largest width / gap, inf where a gap is not positive."""
+    if np.any(gap <= 0):
+        return float(np.inf)
+    return float(np.max(width / gap))
+
+
 def ranking_settled(
     y: FloatArray, root: FloatArray, reset: FloatArray, dangling: npt.NDArray[np.bool_], bound: FloatArray, top: TopK
 ) -> bool:

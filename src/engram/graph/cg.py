@@ -3,7 +3,7 @@
 `engram.graph.ppr.solve_pagerank` calls them. Deterministic: fixed-order sparse products and numpy's own
 summation loops (no BLAS reductions), so the same data gives the same floats wherever it lies in memory. A
 solve starts from y = b, or from an iterate and its residual (`Start`: what a forward push left,
-`engram.graph.push`)."""
+`engram.graph.push`), whose arrays it then updates in place."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def conjugate_gradients(
         y: FloatArray = b.copy()
         residual = matrix(y)  # b - (y - damping S y) with y = b
         residual *= damping
-    else:
-        y, residual = start[0].copy(), start[1].copy()
+    else:  # a start's arrays are the solve's own from here
+        y, residual = start
     direction = residual.copy()
     rr = dots(residual, residual)
     limit = (tol**2) * dots(b, b)
@@ -81,8 +81,9 @@ def chunked_conjugate_gradients(
     sparse product with the update that needs it, then the solution and residual, then the direction), each
     chunk's vector work done while its rows are in cache and the chunks on all threads. The floats are those
     of one thread: every chunk's work and partial dot product is the same whichever thread runs it."""
-    y: FloatArray = b.copy() if start is None else start[0].copy()
-    residual, direction, product = np.empty_like(b), np.empty_like(b), np.empty_like(b)
+    y: FloatArray = b.copy() if start is None else start[0]  # a start's arrays are the solve's own from here
+    residual = np.empty_like(b) if start is None else start[1]
+    direction, product = np.empty_like(b), np.empty_like(b)
     parts = np.zeros((len(chunks.parts), *b.shape[1:]))
     scale: list[FloatArray] = []  # this step's alpha or beta, set before the step runs
 
@@ -121,11 +122,7 @@ def chunked_conjugate_gradients(
         d *= scale[0]
         d += residual[a:e]
 
-    if start is None:
-        chunks.run(first)
-    else:
-        residual[...] = start[1]
-        chunks.run(warm)
+    chunks.run(first if start is None else warm)
     rr = parts.sum(axis=0)
     limit = (tol**2) * dots(b, b)
     for _ in range(max_iter):

@@ -277,21 +277,19 @@ def _solve_top(
     """Each column pushed from its reset (`engram.graph.push`); the columns whose top the push did not settle
     within its budget solved together by conjugate gradients from where their pushes stopped."""
     columns = r if r.ndim == 2 else r[:, None]
+    pushes = [push.push_top(walk, columns[:, column], damping, top, budget) for column in range(columns.shape[1])]
+    if r.ndim == 1 and pushes[0].masses is not None:
+        return pushes[0].masses
     out = np.empty_like(columns)
-    total = exact_total(columns, walk.dangling, damping)
-    left: list[int] = []
-    ys: list[FloatArray] = []
-    residuals: list[FloatArray] = []
-    for column in range(columns.shape[1]):
-        pushed = push.push_top(walk, columns[:, column], damping, top, budget)
-        if pushed.x is not None:
-            out[:, column] = pushed.x / total[column]
-        else:
-            left.append(column)
-            ys.append(pushed.y)
-            residuals.append(pushed.residual)
-    if left:
-        start = (np.stack(ys, axis=1), np.stack(residuals, axis=1))
+    left = [column for column, pushed in enumerate(pushes) if pushed.masses is None]
+    for column, pushed in enumerate(pushes):
+        if pushed.masses is not None:
+            out[:, column] = pushed.masses
+    if len(left) == 1:  # one vector, not an (n, 1) matrix: scipy's product over a vector is the faster one
+        start = (pushes[left[0]].y, pushes[left[0]].residual)
+        out[:, left[0]] = _solve(walk, columns[:, left[0]], damping, tol, max_iter, top, start)
+    elif left:
+        start = (np.stack([pushes[c].y for c in left], axis=1), np.stack([pushes[c].residual for c in left], axis=1))
         out[:, left] = _solve(walk, columns[:, left], damping, tol, max_iter, top, start)
     result: FloatArray = out if r.ndim == 2 else out[:, 0]
     return result
@@ -316,10 +314,12 @@ def _settled_stop(
 
 
 def _checked_reset(reset: npt.ArrayLike, n: int) -> FloatArray:
-    r = np.array(reset, dtype=np.float64)
-    if r.ndim not in (1, 2) or r.shape[0] != n or np.any(r < 0) or not np.all(np.isfinite(r)):
+    r = np.asarray(reset, dtype=np.float64)
+    if r.ndim not in (1, 2) or r.shape[0] != n:
         raise ValueError("reset must be finite, non-negative and have one row per node")
-    totals = r.sum(axis=0)
+    totals = r.sum(axis=0)  # a NaN or an infinity makes its column's total non-finite
+    if not np.all(np.isfinite(totals)) or (r.size and float(r.min()) < 0):
+        raise ValueError("reset must be finite, non-negative and have one row per node")
     if np.any(totals <= 0):
         raise ValueError("every reset column needs positive mass")
     normalised: FloatArray = r / totals

@@ -17,10 +17,11 @@ with p = D^1/2 y and rho = D^1/2 q >= 0, the exact solution is x = p + e, e = (I
 A push drains every node above eps (all of them at once, round by round), then bounds each passage's x within
 an interval, the likeliest top ones (by the highest possible x) within the three-step one, and stops when the
 intervals settle the top k as `certify.settled` asks: the k best in the exact order, their masses within
-`TopK.rel`. Otherwise eps shrinks and the push goes on. The work is the neighbourhood the reset's mass reaches
-above eps, not the graph: on a graph of a million nodes, about a hundredth of one sparse product
-(bench/bench_certify.py). A reset spread over the whole graph (the paper's min-max passage prior), or a tie,
-spends the budget instead; `solve_pagerank` then goes on by conjugate gradients from what the push left.
+`TopK.rel`. Otherwise eps shrinks by about the factor the intervals fall short by (`certify.shortfall`) and
+the push goes on. The work is the neighbourhood the reset's mass reaches above eps, not the graph: on a graph of
+a million nodes, under a hundredth of one sparse product (bench/bench_certify.py). A reset spread over the whole
+graph (the paper's min-max passage prior), or a tie, would need more than the budget; `solve_pagerank` then goes
+on by conjugate gradients from what the push left.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from engram.graph.certify import DRIFT, TopK, settled
+from engram.graph.certify import DRIFT, TopK, settled, shortfall
 from engram.graph.csr import row_entries
 
 if TYPE_CHECKING:
@@ -44,54 +45,94 @@ IntArray = npt.NDArray[np.int64]
 
 # Entries a push may touch, as a fraction of the walk's non-zeros, before conjugate gradients take over: a
 # pushed entry costs about twenty times a sparse product's (scattered reads and writes), so the budget is
-# about one product's time. On the shared MuSiQue graph (86k non-zeros) a query's top 10 rarely settle within
-# it; on a 100k-passage memory's (5.5M) the top 10 did for 19 of 20 queries (bench/bench_certify.py).
+# about one product's time. On the shared MuSiQue graph (86k non-zeros) no query's top 10 settled within it;
+# on a 100k-passage memory's (5.5M) the top 10 did for 19 of 20 queries (bench/bench_certify.py). A push stops
+# sooner when its top cannot settle within the budget: a tie, or work that, growing with 1 / eps as it has
+# from one check to the next, would pass the budget before eps is small enough.
 PUSH_BUDGET = 0.05
 # Walks with fewer non-zeros are solved by conjugate gradients alone unless a budget is asked for: a whole
 # solve there takes a few ms, the order of the push's fixed cost in numpy calls per round and per check (on the
-# MuSiQue graph's 86k non-zeros the push first was 0.1-1.2 ms slower at k = 5-40; on a 10k-passage memory's
-# 548k, 2.6x faster at k = 5, bench/bench_certify.py).
+# MuSiQue graph's 86k non-zeros the push first gained 0.1 ms at k = 5 and lost 0.1-0.4 ms at k = 10-40; on a
+# 10k-passage memory's 548k it gained 6.2 ms of 9.7 at k = 5 and 0.1 ms at k = 20; bench/bench_certify.py).
 MIN_NONZEROS = 1 << 18
 FIRST_STEP = 64.0  # the first eps: the largest residual per degree over this
-SHRINK = 4.0  # eps after an unsettled check: over this
+SHRINK = 2.0  # eps after an unsettled check: over 1.5 x the factor the intervals fall short by, at least this
+LEAP = 64.0  # and at most this
 LEVELS = 40  # checks at most (eps shrinks 4^40-fold): then the residual is at rounding level or the top ties
 
 
 @dataclass(frozen=True)
 class Pushed:
-    """What a push leaves: the estimate y and its residual q ((I - d S) y + q = b), and the certified x
-    (before division by the exact total; a dangling node's x is its reset) when the top settled, else None."""
+    """What a push leaves: the estimate y and its residual q ((I - d S) y + q = b), and the certified masses
+    (x over the exact total; a dangling node's x is its reset) when the top settled, else None."""
 
     y: FloatArray
     residual: FloatArray
-    x: FloatArray | None
+    masses: FloatArray | None
     work: int  # entries touched
 
 
 def push_top(walk: SymmetricWalk, reset: FloatArray, damping: float, top: TopK, budget: float = PUSH_BUDGET) -> Pushed:
     """Push the normalised `reset` (one column) until the top `top.k` nodes from `top.start` on are settled or
-    `budget` x the walk's non-zeros entries are touched."""
-    b = reset * walk.inverse_root
-    y, residual = np.zeros_like(b), b.copy()
-    per_degree = residual * walk.inverse_root  # rho(u) / deg(u)
-    eps = float(per_degree.max()) / FIRST_STEP
+    `budget` x the walk's non-zeros entries are touched. Reads and writes the nodes the reset and the push
+    reach, not every node (the arrays start as zeros the system provides untouched)."""
+    n = walk.size
+    support = np.flatnonzero(reset)
+    b = reset[support] * walk.inverse_root[support]
+    y, residual, per_degree = np.zeros(n), np.zeros(n), np.zeros(n)
+    residual[support] = b
+    per_degree[support] = b * walk.inverse_root[support]  # rho(u) / deg(u)
+    eps = float(per_degree[support].max()) / FIRST_STEP if len(support) else 0.0
     allowance, work = budget * walk.matrix.nnz, 0
     rhs = float(np.sqrt(b @ b))
+    pushed: list[IntArray] = []  # every round's pushed nodes
+    before: tuple[float, int] | None = None  # the last check's eps and work
     for _ in range(LEVELS):
         if eps > 0.0:
-            work += _drain(walk, y, residual, per_degree, damping, eps, allowance - work)
+            work += _drain(walk, y, residual, per_degree, damping, eps, allowance - work, pushed)
         if work > allowance:
             break
         values, slack = intervals(walk, y, residual, reset, damping, eps, top, rhs)
         if settled(values, slack, top.k, top.rel):
-            x = walk.root * y
-            x[top.start :] = values
-            x[walk.dangling] = reset[walk.dangling]
-            return Pushed(y, residual, x, work)
-        if eps == 0.0:  # no residual left: the intervals are exact, and the top ties
-            break
-        eps /= SHRINK
+            return Pushed(y, residual, _masses(walk, y, values, reset, support, pushed, top.start, damping), work)
+        need = shortfall(values, slack, top.k, top.rel)  # how much smaller eps must get, about
+        if eps == 0.0 or need == np.inf or _projected(before, eps, work, need) > allowance:
+            break  # a tie, or more work than the budget allows: conjugate gradients go on from here
+        before = (eps, work)
+        eps /= min(max(SHRINK, 1.5 * need), LEAP)
     return Pushed(y, residual, None, work)
+
+
+def _masses(
+    walk: SymmetricWalk,
+    y: FloatArray,
+    values: FloatArray,
+    reset: FloatArray,
+    support: IntArray,
+    pushed: list[IntArray],
+    start: int,
+    damping: float,
+) -> FloatArray:
+    """x over the exact total (`certify.exact_total`), written where it is not zero: the pushed nodes before
+    `start`, the nodes from `start` on (`values`), the dangling nodes the reset seeds."""
+    still = support[walk.dangling[support]]
+    total = (1.0 - damping * float(reset[still].sum())) / (1.0 - damping)
+    masses = np.zeros(walk.size)
+    nodes = np.unique(np.concatenate(pushed)) if pushed else np.zeros(0, dtype=np.int64)
+    nodes = nodes[nodes < start]
+    masses[nodes] = walk.root[nodes] * y[nodes] / total
+    masses[still] = reset[still] / total
+    masses[start:] = values / total
+    return masses
+
+
+def _projected(before: tuple[float, int] | None, eps: float, work: int, need: float) -> float:
+    """The work a push will have done once eps is `need` times smaller, if its work keeps growing with 1 / eps
+    as it did from the last check to this one (0 after the first check: nothing to go by yet)."""
+    if before is None or work <= before[1] or before[1] <= 0:
+        return 0.0
+    growth = min(2.0, np.log(work / before[1]) / np.log(before[0] / eps))
+    return float(work * need**growth)
 
 
 def _drain(
@@ -102,14 +143,17 @@ def _drain(
     damping: float,
     eps: float,
     allowance: float,
+    pushed: list[IntArray],
 ) -> int:
     """Push every node whose residual per degree is at least `eps`, round after round (all of a round's nodes
-    at once), until none is left or `allowance` entries are touched; returns the entries touched."""
+    at once, each round's added to `pushed`), until none is left or `allowance` entries are touched; returns
+    the entries touched."""
     matrix = walk.matrix
     indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
     frontier = np.flatnonzero(per_degree >= eps)
     work = 0
     while frontier.size and work <= allowance:
+        pushed.append(frontier)
         at, _ = row_entries(indptr, frontier)
         lengths = (indptr[frontier + 1] - indptr[frontier]).astype(np.int64)
         moved = residual[frontier]

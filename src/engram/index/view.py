@@ -84,12 +84,37 @@ class GraphIndex:
         solution's, and every mass is within a certified bound of the exact one."""
         r = np.asarray(resets, dtype=np.float64)
         out = np.zeros_like(r)
-        certain = None
-        if top is not None:  # the passage nodes come last in canonical order
-            phrases = self.memo("canonical_phrases", lambda: int(np.count_nonzero(self.node_rows < self.n_phrases)))
-            certain = TopK(phrases, top)
-        out[self.node_rows] = solve_pagerank(self.walk, r[self.node_rows], damping, top=certain)
+        out[self.node_rows] = solve_pagerank(self.walk, self.canonical_reset(r), damping, top=self._top(top))
         return out
+
+    def passage_ppr(self, resets: npt.ArrayLike, damping: float, top: int | None = None) -> FloatArray:
+        """`ppr`'s masses of the passage rows alone (passage rows x q, or a vector): what a ranking reads, without
+        a pass over the phrase rows' output."""
+        r = np.asarray(resets, dtype=np.float64)
+        solved = solve_pagerank(self.walk, self.canonical_reset(r), damping, top=self._top(top))
+        start = self._canonical_phrases()
+        out = np.zeros((len(self.passages), *r.shape[1:]))
+        out[self.node_rows[start:] - self.n_phrases] = solved[start:]
+        return out
+
+    def canonical_reset(self, resets: FloatArray) -> FloatArray:
+        """`resets[node_rows]`, read where it can be non-zero: every alive passage row, and only the phrase rows
+        a reset seeds (a few of them: no gather over every phrase)."""
+        start = self._canonical_phrases()
+        out = np.zeros((len(self.node_rows), *resets.shape[1:]))
+        phrase_part = resets[: self.n_phrases]
+        seeded = np.flatnonzero(phrase_part if resets.ndim == 1 else phrase_part.any(axis=1))
+        seeded = seeded[self.phrase_rank[seeded] < start]  # alive phrases (dead rows rank after every alive one)
+        out[self.phrase_rank[seeded]] = resets[seeded]
+        out[start:] = resets[self.node_rows[start:]]
+        return out
+
+    def _canonical_phrases(self) -> int:
+        """How many phrase nodes the walk has (the alive phrases, first in canonical order)."""
+        return self.memo("canonical_phrases", lambda: int(np.count_nonzero(self.node_rows < self.n_phrases)))
+
+    def _top(self, k: int | None) -> TopK | None:
+        return None if k is None else TopK(self._canonical_phrases(), k)  # the passage nodes come last
 
     @property
     def n_phrases(self) -> int:

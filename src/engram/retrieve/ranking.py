@@ -106,7 +106,7 @@ def rank_full_graph(
     are certain (`GraphIndex.ppr`): the ranking is the exact solution's, the masses within a certified bound."""
     columns = {qi: col for col, qi in enumerate(qi for qi, r in enumerate(resets) if r is not None)}
     stacked = [r for r in resets if r is not None]
-    ranks = index.ppr(np.stack(stacked, axis=1), damping, top=k) if stacked else None
+    ranks = index.passage_ppr(np.stack(stacked, axis=1), damping, top=k) if stacked else None
     out: list[GraphRanking] = []
     for qi, reset in enumerate(resets):
         candidates, kept, filtered = evidence[qi]
@@ -114,7 +114,7 @@ def rank_full_graph(
             rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
             out.append(GraphRanking(rows, scores, "dense", candidates, kept, [], filtered))
             continue
-        mass = index.rankable(ranks[index.n_phrases :, columns[qi]])
+        mass = index.rankable(ranks[:, columns[qi]])
         rows = top_k(mass, k, index.passage_rank)
         out.append(GraphRanking(rows, mass[rows], method, candidates, kept, list(seeds[qi]), filtered))
     return out
