@@ -52,8 +52,8 @@ IntArray = npt.NDArray[np.int64]
 PUSH_BUDGET = 0.05
 # Walks with fewer non-zeros are solved by conjugate gradients alone unless a budget is asked for: a whole
 # solve there takes a few ms, the order of the push's fixed cost in numpy calls per round and per check (on the
-# MuSiQue graph's 86k non-zeros the push first gained 0.1 ms at k = 5 and lost 0.1-0.4 ms at k = 10-40; on a
-# 10k-passage memory's 548k it gained 6.2 ms of 9.7 at k = 5 and 0.1 ms at k = 20; bench/bench_certify.py).
+# MuSiQue graph's 86k non-zeros the push first gained 0.1 ms at k = 5 and lost 0.1-0.5 ms at k = 10-40; on a
+# 10k-passage memory's 548k it gained 6.5 ms of 10.1 at k = 5 and 1.2 ms at k = 20; bench/bench_certify.py).
 MIN_NONZEROS = 1 << 18
 FIRST_STEP = 64.0  # the first eps: the largest residual per degree over this
 SHRINK = 2.0  # eps after an unsettled check: over 1.5 x the factor the intervals fall short by, at least this
