@@ -150,3 +150,41 @@ def test_the_view_reads_a_reset_sparsely_and_the_passage_masses_alone(tmp_path: 
             for k in (None, 3):
                 full = index.ppr(resets, 0.5, top=k)[index.n_phrases :]
                 assert np.array_equal(index.passage_ppr(resets, 0.5, top=k), full)
+
+
+def test_retrieval_ranks_the_same_with_the_push_as_with_conjugate_gradients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end, the default method's top passages and their scores through the push (forced on for this small
+    graph) are those through conjugate gradients alone."""
+    from engram.graph import push
+
+    rng = np.random.default_rng(9)
+    names = [f"river town {i}" for i in range(40)]
+    docs, extractions = [], []
+    for i in range(60):
+        picked = rng.choice(len(names), 4, replace=False)
+        triples = [[names[picked[j]], "trades with", names[picked[j + 1]]] for j in range(3)]
+        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
+        extractions.append({"id": f"d{i}", "triples": triples})
+    queries = [f"Which town trades with {names[i]}?" for i in range(0, 40, 3)]
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
+        memory.index(docs, extractions=extractions)
+        memory.delete(["d5", "d17"])
+        ranked, settled = {}, []
+        real = push.push_top
+
+        def noted(*args: object, **kwargs: object) -> push.Pushed:
+            out = real(*args, **kwargs)  # type: ignore[arg-type]
+            settled.append(out.masses is not None)
+            return out
+
+        monkeypatch.setattr(push, "push_top", noted)
+        for label, floor, budget in (("push", 0, 100.0), ("cg", 1 << 62, push.PUSH_BUDGET)):
+            monkeypatch.setattr(push, "MIN_NONZEROS", floor)
+            monkeypatch.setattr(push, "PUSH_BUDGET", budget)
+            ranked[label] = [memory.retrieve(q, top_k=5)[0].passages for q in queries]
+        assert len(settled) == len(queries) and sum(settled) >= len(queries) // 2  # the push did answer
+        for a, b in zip(ranked["push"], ranked["cg"]):
+            assert [p.id for p in a] == [p.id for p in b]
+            assert np.allclose([p.score for p in a], [p.score for p in b], rtol=2 * SCORE_TOLERANCE)
