@@ -12,18 +12,7 @@ from engram.embed import HashEmbedder
 from engram.graph.certify import SCORE_TOLERANCE, TopK
 from engram.graph.ppr import solve_pagerank, symmetric_walk
 from engram.graph.push import PUSH_BUDGET, _drain, intervals, push_top
-
-
-def bipartite(rng: np.random.Generator, phrases: int, passages: int, links: int) -> sp.csr_matrix:
-    """Phrase nodes first, then passage nodes; phrase-phrase and phrase-passage edges of random weight, so
-    some nodes are dangling."""
-    n = phrases + passages
-    a = rng.integers(0, phrases, links)
-    b = np.where(rng.random(links) < 0.5, rng.integers(0, phrases, links), rng.integers(phrases, n, links))
-    keep = a != b
-    a, b = a[keep], b[keep]
-    w = rng.random(len(a)) + 0.1
-    return sp.coo_matrix((np.r_[w, w], (np.r_[a, b], np.r_[b, a])), shape=(n, n)).tocsr()
+from test_certify import bipartite, top_rows
 
 
 def concentrated(rng: np.random.Generator, phrases: int, passages: int) -> np.ndarray:
@@ -41,10 +30,6 @@ def exact_x(walk, reset: np.ndarray, damping: float) -> np.ndarray:  # type: ign
     x = np.linalg.solve(system, reset * walk.inverse_root) * walk.root
     x[walk.dangling] = reset[walk.dangling]
     return x
-
-
-def top_rows(values: np.ndarray, k: int) -> list[int]:
-    return [int(i) for i in np.argsort(-values, kind="stable")[:k]]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -125,19 +110,25 @@ def test_a_spent_budget_leaves_a_valid_start_and_no_answer() -> None:
     assert np.abs(invariant - b).max() < 1e-13
 
 
+def chained_memory(path: Path, rng: np.random.Generator, names: list[str], documents: int, relation: str) -> Memory:
+    """A memory of `documents` passages, each a chain of three `relation` triples over four of `names`."""
+    docs, extractions = [], []
+    for i in range(documents):
+        picked = rng.choice(len(names), 4, replace=False)
+        triples = [[names[picked[j]], relation, names[picked[j + 1]]] for j in range(3)]
+        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
+        extractions.append({"id": f"d{i}", "triples": triples})
+    memory = Memory(path, embedder=HashEmbedder(), llm=False)
+    memory.index(docs, extractions=extractions)
+    return memory
+
+
 def test_the_view_reads_a_reset_sparsely_and_the_passage_masses_alone(tmp_path: Path) -> None:
     """`GraphIndex.canonical_reset` equals `resets[node_rows]` (dead rows dropped), and `passage_ppr` equals the
     passage rows of `ppr`, after deletes left dead phrase and passage rows."""
     rng = np.random.default_rng(5)
     names = [f"place {i}" for i in range(30)]
-    docs, extractions = [], []
-    for i in range(24):
-        picked = rng.choice(len(names), 4, replace=False)
-        triples = [[names[picked[j]], "is near", names[picked[j + 1]]] for j in range(3)]
-        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
-        extractions.append({"id": f"d{i}", "triples": triples})
-    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
-        memory.index(docs, extractions=extractions)
+    with chained_memory(tmp_path / "m", rng, names, 24, "is near") as memory:
         memory.delete(["d3", "d7", "d11"])
         index = memory.context().view
         rows = index.n_phrases + len(index.passages)
@@ -161,15 +152,8 @@ def test_retrieval_ranks_the_same_with_the_push_as_with_conjugate_gradients(
 
     rng = np.random.default_rng(9)
     names = [f"river town {i}" for i in range(40)]
-    docs, extractions = [], []
-    for i in range(60):
-        picked = rng.choice(len(names), 4, replace=False)
-        triples = [[names[picked[j]], "trades with", names[picked[j + 1]]] for j in range(3)]
-        docs.append(Document(f"d{i}", ". ".join(" ".join(t) for t in triples) + "."))
-        extractions.append({"id": f"d{i}", "triples": triples})
     queries = [f"Which town trades with {names[i]}?" for i in range(0, 40, 3)]
-    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
-        memory.index(docs, extractions=extractions)
+    with chained_memory(tmp_path / "m", rng, names, 60, "trades with") as memory:
         memory.delete(["d5", "d17"])
         ranked, settled = {}, []
         real = push.push_top
