@@ -58,7 +58,7 @@ MIN_NONZEROS = 1 << 18
 FIRST_STEP = 64.0  # the first eps: the largest residual per degree over this
 SHRINK = 2.0  # eps after an unsettled check: over 1.5 x the factor the intervals fall short by, at least this
 LEAP = 64.0  # and at most this
-LEVELS = 40  # checks at most (eps shrinks 4^40-fold): then the residual is at rounding level or the top ties
+LEVELS = 40  # checks at most (eps shrinks at least 2^40-fold): then the residual is at rounding level or the top ties
 
 
 @dataclass(frozen=True)
