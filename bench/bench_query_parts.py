@@ -44,7 +44,6 @@ import scipy.sparse as sp
 
 import engram.index.view as view_module
 from engram import Memory
-from engram.graph import push
 from engram.graph.certify import TopK
 from engram.graph.parallel import THREADS, RowChunks, in_parallel, row_blocks
 from engram.graph.ppr import SymmetricWalk, dangling_nodes, personalized_pagerank, solve_pagerank, walk_operator
@@ -57,10 +56,13 @@ def ms(samples: list[float]) -> str:
     return f"{statistics.median(samples) * 1000:.1f}"
 
 
-def counted(walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None, push_budget: float = 0.0) -> int:
+def counted(
+    walk: SymmetricWalk, reset: np.ndarray, top: TopK | None = None, push_budget: float | None = 0.0
+) -> int:
     """Sparse products `solve_pagerank` needs (counted on the one-chunk path: the same iterations), stopping at
-    `top` when given (engram.graph.certify); by conjugate gradients alone unless a `push_budget` is given
-    (engram.graph.push: products only for a query whose top the push did not settle)."""
+    `top` when given (engram.graph.certify); by conjugate gradients alone unless a `push_budget` is given, None
+    for `solve_pagerank`'s own choice (engram.graph.push: products only for a query whose top the push did not
+    settle)."""
     walk = SymmetricWalk(walk.matrix, walk.root, walk.inverse_root, walk.dangling, walk.blocks)
     walk.__dict__["chunks"] = RowChunks([(0, walk.size, walk.matrix)], [range(1)])
     count = [0]
@@ -134,7 +136,7 @@ def read_rate(parts: int) -> float:
 def floor(view: Any, resets: list[tuple[np.ndarray, TopK | None]], retrieve_ms: str) -> None:
     """Print the bytes a query must read (`floor` in the module's docstring) and the time that takes here."""
     walk = view.walk
-    products = statistics.median(counted(walk, reset, top, push.PUSH_BUDGET if top else 0.0) for reset, top in resets)
+    products = statistics.median(counted(walk, reset, top, None) for reset, top in resets)  # as retrieve runs them
     codes = int(np.count_nonzero(view.fact_alive)) * view.fact_vectors.shape[1] if view.fact_codes is not None else 0
     passages = int(np.count_nonzero(view.passage_alive)) * view.passage_vectors.shape[1] * 4
     matrix = walk.matrix.data.nbytes + walk.matrix.indices.nbytes + walk.matrix.indptr.nbytes
