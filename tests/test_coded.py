@@ -10,15 +10,14 @@ import pytest
 
 from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
-from engram.graph import ann
 from engram.graph.parallel import row_dots
 from engram.index import coded
 from engram.index.coded import CodedRows, use_codes
 from engram.index.rows import Rows
 from engram.retrieve.scoring import min_max, top_k
 
-if not ann.available():
-    pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
+if not coded.available():
+    pytest.skip("the ann extra (simsimd) is not installed", allow_module_level=True)
 
 
 def clustered(count: int, dim: int, seed: int, spread: float = 0.05) -> np.ndarray:
@@ -115,6 +114,64 @@ def test_scores_closer_than_the_coding_error_and_many_equal_ones(parts: int, spl
     near_q = q + 0.002 * rng.normal(size=(30, 48))
     near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
     check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, 5)
+
+
+def test_rows_whose_coding_errors_point_along_the_query_are_still_ranked_exactly() -> None:
+    """The worst case of the bound: row A's coding error lowers its code score by ||q|| x error, row B's raises
+    it by nearly as much, so B's code score passes A's although A's float32 score is higher. Only a cut at
+    twice the bound below B's code score keeps A (at once the bound, it is lost)."""
+    s = np.float32(1 / 127)
+    fit = np.ones(4, dtype=np.float32)  # fits every scale to 1/127 (dead: its score would top the ranking)
+    a = s * np.float32(10.49) * np.ones(4, dtype=np.float32)  # codes 10, 10, 10, 10
+    b = s * np.array([10.51, 10.51, 10.51, 9.6], dtype=np.float32)  # codes 11, 11, 11, 10
+    rows = Rows(4)
+    rows.append(np.stack([fit, a, b]))
+    alive = np.array([False, True, True])
+    query = np.full(4, 0.5, dtype=np.float32)
+    best, scores, _ = oracle(np.asarray(rows.view()), alive, query, 1)
+    assert best.tolist() == [1]
+    got = CodedRows(rows).extremes(rows.view(), alive, query, 1, lowest=False)  # A is not found as the worst
+    assert top_k(np.where(alive, got, -np.inf), 1).tolist() == [1] and got[1] == scores[0]
+
+
+def test_an_outlier_whose_code_scores_highest_does_not_hide_the_best_rows() -> None:
+    """A row appended outside the fitted ranges: clipped, its code scores far above every row for this query,
+    while its float32 score is far below. Outliers are scored exactly and left out of the codes' cut."""
+    rows = Rows(48)
+    first = clustered(3000, 48, seed=3)
+    rows.append(first)
+    codes = CodedRows(rows)
+    query = np.ones(48, dtype=np.float32)
+    query[0] = -0.01
+    query /= np.linalg.norm(query)
+    codes.extremes(rows.view(), np.ones(3000, dtype=bool), query, 1)  # fits the codes to the first rows
+    odd = np.abs(first).max(axis=0)
+    odd[0] = 10_000.0  # clipped to the range: its code score misses -0.01 x 10,000
+    rows.append(odd[None])
+    alive = np.ones(3001, dtype=bool)
+    best, scores, low = oracle(np.asarray(rows.view()), alive, query, 1)
+    got = codes.extremes(rows.view(), alive, query, 1)
+    assert top_k(got, 1).tolist() == best.tolist() and got[best].tolist() == scores.tolist()
+    assert float(got.min()) == low == row_dots(odd[None], query)[0]
+    assert codes.outliers.tolist() == [3000]
+
+
+@pytest.mark.parametrize("dim", [384, 100, 7])
+def test_code_scores_are_exact_integer_sums(dim: int) -> None:
+    """The integer kernel against int64 sums: codes and weights at the extremes (+-127 in every dimension: the
+    largest sums, 6.2M at 384 dimensions) and random ones, over dimensions that are and are not whole SIMD
+    blocks."""
+    rng = np.random.default_rng(dim)
+    codes = rng.integers(-127, 128, size=(500, dim)).astype(np.int8)
+    codes[0], codes[1] = 127, -127
+    rows = Rows(dim)
+    rows.append(np.zeros((500, dim), dtype=np.float32))
+    coded_rows = CodedRows(rows)
+    scales = np.ones(dim, dtype=np.float32)
+    coded_rows.adopt(coded.SavedCodes(codes, scales, 0.0, 0.0, 1.0, np.zeros(0, dtype=np.int64)))
+    for weights in (np.full(dim, 127), np.full(dim, -127), rng.integers(-127, 128, size=dim)):
+        got = coded_rows._scan(weights.astype(np.int8), 500)
+        assert got.tolist() == (codes.astype(np.int64) @ weights.astype(np.int64)).tolist()
 
 
 def test_a_view_older_than_the_codes_masks_the_newer_rows() -> None:

@@ -13,11 +13,11 @@ import pytest
 
 from engram import Document, GraphConfig, Memory, MemoryConfig
 from engram.embed import HashEmbedder
-from engram.graph import ann
+from engram.index import coded
 from engram.index.coded import CodedRows
 
-if not ann.available():
-    pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
+if not coded.available():
+    pytest.skip("the ann extra (simsimd) is not installed", allow_module_level=True)
 
 WORDS = ["river", "mill", "town", "bank", "north", "old", "lake", "berg", "anna", "oster", "1901", "1910", "ferry"]
 NEW = ["quarry", "harbour", "mint", "1950"]  # words only later changes use: their facts are the best for a query
@@ -117,12 +117,12 @@ def test_rows_added_after_the_saved_codes_are_scored_exactly_then_encoded(pair: 
         assert results(memory) == results(oracle)
         assert not codes.mapped and codes.encoded == len(memory._live.state.facts)  # type: ignore[union-attr]
         memory.flush()  # written again, all rows
-        facts, written = codes.encoded, (on / "index" / "codes" / "fact.faiss").stat().st_ino
+        facts, written = codes.encoded, (on / "index" / "codes" / "fact.codes.npy").stat().st_ino
         assert manifest(on)["rows"] == facts
         for m in (memory, oracle):
             change(m, 160, 1, seed=4)  # three facts: kept past the file until more are added
         assert results(memory) == results(oracle)
-    assert manifest(on)["rows"] == facts and (on / "index" / "codes" / "fact.faiss").stat().st_ino == written
+    assert manifest(on)["rows"] == facts and (on / "index" / "codes" / "fact.codes.npy").stat().st_ino == written
     with opened(on, "on") as memory, opened(off, "off") as oracle:
         assert results(memory) == results(oracle) and codes_of(memory).mapped
 
@@ -130,9 +130,9 @@ def test_rows_added_after_the_saved_codes_are_scored_exactly_then_encoded(pair: 
 def test_damaged_or_foreign_codes_are_not_used(pair: tuple[Path, Path], caplog: pytest.LogCaptureFixture) -> None:
     on, off = pair
     folder = on / "index" / "codes"
-    data = bytearray((folder / "fact.faiss").read_bytes())
+    data = bytearray((folder / "fact.codes.npy").read_bytes())
     data[len(data) // 2] ^= 0xFF  # one code changed: its score would be off
-    (folder / "fact.faiss").write_bytes(bytes(data))
+    (folder / "fact.codes.npy").write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING), opened(on, "on") as memory, opened(off, "off") as oracle:
         assert results(memory) == results(oracle)
         assert not codes_of(memory).mapped  # encoded again

@@ -21,7 +21,7 @@ class GraphConfig:
     quadratic in phrases when building).
 
     `fact_codes`: score a query's facts through 8-bit codes of the fact vectors with an exact re-check of the
-    rows that can matter (engram.index.coded; the `ann` extra) - "auto" from `fact_codes_min_rows` facts with
+    rows that can matter (engram.index.coded; the `ann` extra's simsimd) - "auto" from `fact_codes_min_rows` facts with
     the extra installed, "on" always, "off" never. The results are the same either way; the codes are a quarter
     of the float32 vectors a full scan reads at every query."""
 

@@ -1,14 +1,21 @@
-"""Exact best and worst scores of a large vector table through 8-bit codes (optional: the `ann` extra, faiss).
+"""Exact best and worst scores of a large vector table through 8-bit codes (optional: the `ann` extra, simsimd).
 
 A query's fact scores feed HippoRAG 2 only through the top few facts and the normalisation by the highest and
 lowest score, yet scoring every fact reads the whole float32 table (1.4 GB at 0.9M facts) at every query and
-keeps it in the process. `CodedRows` keeps a copy of the rows as 8-bit codes (faiss's scalar quantizer, one
-byte per component over each dimension's range: a quarter of the bytes) and the largest coding error of any
-row, `error` (the Euclidean norm of decoded minus float32 row). A code's score is within ||q|| x error of the
-row's, so one pass over the codes finds every row that can be among the `top` best or the worst, and only
-those rows are scored from the float32 table, by the same loop as a full scan (`row_dots`): the rows found,
-their scores and therefore the whole ranking are bit for bit those of the full scan. Rows whose error exceeds
-the bound (appended later, outside the ranges the codes were fitted to) are scored from float32 every time.
+keeps it in the process. `CodedRows` keeps a copy of the rows as 8-bit integer codes, a quarter of the bytes:
+component j of a row is `scales[j]` x its code (-127..127), `scales[j]` being the largest |component j| over the
+rows present when the codes were fitted, over 127. A query is scored against the codes by an integer dot
+product (simsimd's int8 kernel: VNNI or AVX2 instructions, exact sums): the query's weights q x scales are
+rounded to integers in units of `unit` (the largest weight over 127), so a code's score is `unit` x an integer.
+
+Two errors separate that score from the row's float32 dot with the query: the row's coding error, at most
+||q|| x `error` (the Euclidean norm of decoded minus float32 row, the largest of any row), and the weights'
+rounding, at most ||weights - unit x rounded weights|| x `size` (the largest Euclidean norm of a code row),
+by Cauchy-Schwarz. So every row that can be among the `top` best (or be the worst) has a code score within
+twice their sum of the `top`-th best code score (of the worst); only those rows are scored from the float32
+table, by the same loop as a full scan (`row_dots`): the rows found, their scores and therefore the whole
+ranking are bit for bit those of the full scan. Rows whose error exceeds the bound (appended later, outside the
+ranges the codes were fitted to) are scored from float32 every time.
 
 Rows only grow and a row's vector never changes (facts); the codes follow the table by encoding, at the next
 search, the rows appended since, a slice at a time with the table's mapped pages dropped after each.
@@ -20,11 +27,12 @@ outliers; past that the codes are copied into RAM and the new rows encoded there
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,28 +40,46 @@ import numpy.typing as npt
 
 from engram.config import GraphConfig
 from engram.errors import InputError
-from engram.graph.ann import INSTALL, available, library
-from engram.graph.parallel import THREADS, in_parallel, row_dots, row_ranges
+from engram.graph.parallel import THREADS, row_dots
 from engram.index.rows import Rows, RowView
 
 Vectors = npt.NDArray[np.float32]
+Codes = npt.NDArray[np.int8]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+INSTALL = "scoring facts through 8-bit codes needs the ann extra: pip install 'engram[ann]' (simsimd)"
+LEVELS = 127  # codes and rounded weights lie in -127..127: a dot of 384 of them stays below 2^24 (exact float32)
 SLICE_ROWS = 16_384  # rows encoded at a time (24 MiB of float32 at 384 dimensions)
-FIRST_K = 256  # code results per query before widening (a wider first search costs little more)
 ROUNDING = 1e-4  # float32 sums of 384 products: both scores' rounding stays far below this x ||q|| x ||row||
-SPLIT_BYTES = 8 << 20  # codes below which a query's search stays on one thread
+SPLIT_BYTES = 8 << 20  # codes below which a query's scan stays on one thread
 TAIL_ROWS = 8_192  # rows appended after saved codes that are scored exactly before the codes are copied to RAM
+GROWTH = 1.25  # an in-RAM code table grows by this factor (and a slice) when full
+
+
+def available() -> bool:
+    """Whether simsimd (the integer kernel) is installed (found, not imported)."""
+    return importlib.util.find_spec("simsimd") is not None
+
+
+def _kernel() -> Any:
+    try:
+        import simsimd
+    except ImportError as exc:
+        raise InputError(INSTALL) from exc
+    return simsimd
 
 
 @dataclass(frozen=True)
 class SavedCodes:
-    """Codes as saved: a faiss `IndexScalarQuantizer` (mapped read-only) of rows 0..ntotal-1, the largest coding
-    error of a row within its fitted ranges, the largest row norm, and the rows coded worse than that error."""
+    """Codes as saved: rows 0..len(codes)-1 (int8, mapped read-only or in RAM), each dimension's scale, the
+    largest coding error of a row within the scales' ranges, the largest code row norm and row norm of the other
+    rows, and the rows coded worse than that error (outliers)."""
 
-    index: Any
+    codes: Codes
+    scales: Vectors
     error: float
+    size: float
     norm: float
     outliers: IntArray
 
@@ -72,13 +98,16 @@ class CodedRows:
 
     def __init__(self, rows: Rows, tail_rows: int = TAIL_ROWS, parts: int = THREADS) -> None:
         self.rows = rows
-        self.parts = parts  # searches at once: one query's rows cut into parts / queries ranges
+        self.parts = parts  # threads of one query's scan over a large table
         self.dim = rows.dim
         self.tail_rows = tail_rows
-        self._index: Any = None  # faiss IndexScalarQuantizer over rows 0..encoded-1, fitted at the first encoding
-        self.mapped = False  # `_index` is saved codes, mapped read-only: rows past them are scored exactly
+        self._codes: Codes = np.zeros((0, rows.dim), dtype=np.int8)  # rows 0..encoded-1 hold codes (then room)
+        self._count = 0
+        self.scales: Vectors | None = None  # each dimension's scale, fitted at the first encoding
+        self.mapped = False  # `_codes` are saved codes, mapped read-only: rows past them are scored exactly
         self.error = 0.0  # the largest coding error of a row within the fitted ranges
-        self.norm = 0.0  # the largest row norm
+        self.size = 0.0  # the largest Euclidean norm of a code row (outliers aside)
+        self.norm = 0.0  # the largest row norm (outliers aside)
         self.outliers: IntArray = np.zeros(0, dtype=np.int64)  # rows coded worse than `error`
         self.loader: Callable[[], SavedCodes | None] | None = None  # saved codes, asked for once, when first needed
         self.saved_rows = 0  # rows of these codes that the saved file holds (engram.index.codes_cache)
@@ -86,11 +115,11 @@ class CodedRows:
 
     @property
     def encoded(self) -> int:
-        return 0 if self._index is None else int(self._index.ntotal)
+        return self._count
 
     @property
     def nbytes(self) -> int:
-        return self.encoded * self.dim
+        return self._count * self.dim
 
     def extremes(
         self,
@@ -103,19 +132,19 @@ class CodedRows:
     ) -> FloatArray:
         """The query's scores (float32 dots, as float64) of the `top` best alive rows of `view` and of the worst,
         every other row at the lowest alive score, written to `out` (a new array by default) and returned.
-        Exact: see the module's text. Without `lowest` the worst row is not searched for (half the passes) and
-        every other row gets the next float below the lowest score found, so no other row ties a best one."""
+        Exact: see the module's text. Without `lowest` the worst row is not searched for and every other row
+        gets the next float below the lowest score found, so no other row ties a best one."""
         size = len(alive)
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
         with self._lock:
             self._extend(view, size)
-            keep = np.zeros(max(self.encoded, size), dtype=bool)
-            keep[:size] = alive
-            q = np.asarray(query, dtype=np.float32).reshape(-1)
-            slack = 2 * float(np.linalg.norm(q)) * (self.error + ROUNDING * max(self.norm, 1.0))
-            best = self._within(np.stack([q, -q]) if lowest else q[None], keep, top, slack)
-            tail = np.arange(self.encoded, size, dtype=np.int64)  # rows past mapped codes
-            best += [tail[alive[tail]], self.outliers[keep[self.outliers]]]
-        found = np.unique(np.concatenate(best))
+            coded = min(self._count, size)  # a view older than the codes reads only its own rows
+            outliers = self.outliers[self.outliers < coded]
+            usable = alive[:coded].copy()
+            usable[outliers] = False  # scored exactly: their codes say nothing
+            near = self._near(q, usable, top, lowest) if coded else np.zeros(0, dtype=np.int64)
+        tail = np.arange(coded, size, dtype=np.int64)  # rows past mapped codes
+        found = np.unique(np.concatenate([near, tail[alive[tail]], outliers[alive[outliers]]]))
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
         out = np.empty(size, dtype=np.float64) if out is None else out
         low = float(exact.min()) if len(exact) else 0.0
@@ -123,61 +152,41 @@ class CodedRows:
         out[found] = exact
         return out
 
-    def _within(self, queries: Vectors, keep: BoolArray, top: int, slack: float) -> list[IntArray]:
-        """For each query (the vector, then its negation), the alive rows whose code score is within `slack`
-        of the `top`-th best (of the best, for the negation), widening the search until no more can be."""
-        faiss = library()
-        bits = np.packbits(keep, bitorder="little")  # kept alive by this frame while the searches read it
-        kept = faiss.IDSelectorBitmap(len(keep), faiss.swig_ptr(bits))
-        alive = int(keep.sum())
-        wants = [min(top, alive), min(1, alive)][: len(queries)]
-        k = min(max(FIRST_K, 4 * top), alive)
-        while True:
-            scores, ids = self._search(queries, kept, max(k, 1))
-            out: list[IntArray] = []
-            wider = False
-            for qi, want in enumerate(wants):
-                hit = ids[qi] >= 0
-                if not want or not hit.any():
-                    out.append(np.zeros(0, dtype=np.int64))
-                    continue
-                floor = float(scores[qi][hit][want - 1]) - slack
-                near = hit & (scores[qi] >= floor)
-                out.append(ids[qi][near].astype(np.int64))
-                wider |= bool(near.all()) and k < alive
-            if not wider:
-                return out
-            k = min(4 * k, alive)
+    def _near(self, q: Vectors, usable: BoolArray, top: int, lowest: bool) -> IntArray:
+        """The `usable` rows whose code score is within twice the error bound of the `top`-th best usable
+        code score (and, with `lowest`, of the worst): every row that can be among the best or the worst."""
+        count = int(np.count_nonzero(usable))
+        if not count:
+            return np.zeros(0, dtype=np.int64)
+        assert self.scales is not None
+        weights = q.astype(np.float64) * self.scales
+        unit = float(np.abs(weights).max()) / LEVELS
+        if not unit > 0:  # a zero query: every row scores 0, so every row is a candidate
+            return np.flatnonzero(usable)
+        rounded = np.rint(weights / unit)
+        off = float(np.linalg.norm(weights - unit * rounded))
+        bound = float(np.linalg.norm(q.astype(np.float64))) * (self.error + ROUNDING * max(self.norm, 1.0))
+        reach = math.floor(2 * (bound + off * self.size) / unit * (1 + 1e-9)) + 1  # in code units, rounded up
+        scores = self._scan(rounded.astype(np.int8), len(usable))  # exact integers
+        hits = [np.zeros(0, dtype=np.int64)]
+        if top >= count:
+            hits.append(np.flatnonzero(usable))
+        elif top > 0:
+            best = np.where(usable, scores, -np.inf)
+            cut = float(np.partition(best, len(best) - top)[len(best) - top])
+            hits.append(np.flatnonzero(best >= cut - reach))
+        if lowest:
+            worst = np.where(usable, scores, np.inf)
+            hits.append(np.flatnonzero(worst <= float(worst.min()) + reach))
+        return np.concatenate(hits)
 
-    def _search(self, queries: Vectors, kept: Any, k: int) -> tuple[npt.NDArray[np.float32], IntArray]:
-        """The `k` best code scores of the `kept` rows (a faiss selector) for each query, best first (-1 ids past
-        the rows kept).
-        faiss scans for one query on one thread, so each query's rows are cut into ranges, one search each on
-        the thread pool, and the ranges' best merged: the same scores as one search over all rows."""
-        faiss = library()
-        ranges = row_ranges(self.encoded, max(1, self.parts // len(queries)) if self._split(len(queries)) else 1)
-
-        def search(query: Vectors, a: int, b: int) -> tuple[npt.NDArray[np.float32], IntArray]:
-            part = faiss.IDSelectorRange(a, b)
-            both = faiss.IDSelectorAnd(part, kept)
-            params = faiss.SearchParameters(sel=both if len(ranges) > 1 else kept)
-            found: tuple[npt.NDArray[np.float32], IntArray] = self._index.search(query[None], k, params=params)
-            return found
-
-        calls = [partial(search, query, a, b) for query in queries for a, b in ranges]
-        found = in_parallel(calls)
-        scores = np.concatenate([f[0] for f in found], axis=1).reshape(len(queries), -1)
-        ids = np.concatenate([f[1] for f in found], axis=1).reshape(len(queries), -1)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # misses (score -inf or lowest) sort last
-        picked = np.take_along_axis(ids, order, axis=1)
-        best = np.take_along_axis(scores, order, axis=1)
-        best[picked < 0] = -np.inf
-        return best, picked
-
-    def _split(self, queries: int) -> bool:
-        """Whether a search of this many queries cuts the rows into ranges: a large table, and more threads than
-        queries."""
-        return self.parts > queries and self.encoded * self.dim >= SPLIT_BYTES
+    def _scan(self, weights: Codes, rows: int) -> npt.NDArray[np.float32]:
+        """Integer dot products of `weights` with code rows 0..`rows`-1 (exact: below 2^24 in float32)."""
+        out = np.empty((1, rows), dtype=np.float32)
+        threads = self.parts if rows * self.dim >= SPLIT_BYTES else 1
+        _kernel().cdist(weights[None], self._codes[:rows], metric="dot", out=out, threads=threads)
+        scores: npt.NDArray[np.float32] = out[0]
+        return scores
 
     @contextmanager
     def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:
@@ -189,68 +198,77 @@ class CodedRows:
 
     def saved(self) -> SavedCodes | None:
         """The codes as `SavedCodes` (None before any are loaded or encoded)."""
-        if self._index is None:
+        if self.scales is None:
             return None
-        return SavedCodes(self._index, self.error, self.norm, self.outliers)
+        codes = self._codes[: self._count]
+        return SavedCodes(codes, self.scales, self.error, self.size, self.norm, self.outliers)
 
     def adopt(self, saved: SavedCodes) -> None:
         """Use `saved` (mapped, holding at most this table's rows) from now on."""
-        self._index, self.mapped, self.saved_rows = saved.index, True, int(saved.index.ntotal)
-        self.error, self.norm, self.outliers = saved.error, saved.norm, saved.outliers
+        self._codes, self._count, self.mapped = saved.codes, len(saved.codes), True
+        self.saved_rows = self._count
+        self.scales, self.error, self.size, self.norm = saved.scales, saved.error, saved.size, saved.norm
+        self.outliers = saved.outliers
 
     def _extend(self, view: RowView, size: int) -> None:
-        """Encode rows `encoded`..`size` of `view` (fitting the codes' ranges first, when none are)."""
-        if self._index is None and self.loader is not None:
+        """Encode rows `encoded`..`size` of `view` (fitting the codes' scales first, when none are)."""
+        if self.scales is None and self.loader is not None:
             loader, self.loader = self.loader, None
             saved = loader()
-            if saved is not None and saved.index.ntotal <= len(view) and saved.index.d == self.dim:
+            if saved is not None and len(saved.codes) <= len(view) and saved.codes.shape[1] == self.dim:
                 self.adopt(saved)
-        start = self.encoded
+        start = self._count
         if start >= size:  # a newer view's search encoded them (an older view masks the rows past its own)
             return
-        if self.mapped:
-            if size - start <= self.tail_rows:
-                return
-            self._index, self.mapped = _in_ram(self._index), False
-        if self._index is None:
-            self._index = self._fit(view, size)
+        if self.mapped and size - start <= self.tail_rows:
+            return
+        if self.scales is None:
+            self.scales = self._fit(view, size)
+        self._reserve(size)
         outliers: list[IntArray] = [self.outliers]
         for first in range(start, size, SLICE_ROWS):
-            x = np.ascontiguousarray(view[first : min(first + SLICE_ROWS, size)], dtype=np.float32)
-            codes = self._index.sa_encode(x)
-            off = self._index.sa_decode(codes) - x
-            errors = np.sqrt(np.einsum("ij,ij->i", off, off))
-            self._index.add_sa_codes(codes)
-            self.norm = max(self.norm, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+            last = min(first + SLICE_ROWS, size)
+            x = np.ascontiguousarray(view[first:last], dtype=np.float32)
+            codes, errors = self._encode(x)
+            self._codes[first:last] = codes
+            self._count = last
             if start == 0:
-                self.error = max(self.error, float(errors.max()))
+                bad = ~np.isfinite(errors)  # a row that is not a number stays an outlier
+                self.error = max(self.error, float(errors[~bad].max(initial=0.0)))
             else:
-                outliers.append(first + np.flatnonzero(errors > self.error).astype(np.int64))
+                bad = ~(errors <= self.error)
+            outliers.append(first + np.flatnonzero(bad).astype(np.int64))
+            norms = np.einsum("ij,ij->i", x, x)[~bad]
+            self.norm = max(self.norm, float(np.sqrt(norms.max(initial=0.0))))
+            squares = np.einsum("ij,ij->i", codes, codes, dtype=np.int64)[~bad]
+            self.size = max(self.size, float(np.sqrt(squares.max(initial=0))))
             self.rows.release()
         self.outliers = np.concatenate(outliers)
 
-    def _fit(self, view: RowView, size: int) -> Any:
-        """A scalar quantizer whose ranges are each dimension's minimum and maximum over the rows present."""
-        faiss = library()
-        low = np.full(self.dim, np.inf, dtype=np.float32)
-        high = np.full(self.dim, -np.inf, dtype=np.float32)
+    def _encode(self, x: Vectors) -> tuple[Codes, Vectors]:
+        """The rows' codes and coding errors (Euclidean norm of decoded minus row)."""
+        assert self.scales is not None
+        codes = np.clip(np.rint(x / self.scales), -LEVELS, LEVELS).astype(np.int8)
+        off = codes * self.scales - x
+        return codes, np.sqrt(np.einsum("ij,ij->i", off, off))
+
+    def _reserve(self, size: int) -> None:
+        """Room for `size` rows of codes in RAM (a mapped table is copied; a full one grows by `GROWTH`)."""
+        if len(self._codes) >= size and not self.mapped:
+            return
+        room = size if not self._count else max(size, int(len(self._codes) * GROWTH) + SLICE_ROWS)
+        grown = np.empty((room, self.dim), dtype=np.int8)
+        grown[: self._count] = self._codes[: self._count]
+        self._codes, self.mapped = grown, False
+
+    def _fit(self, view: RowView, size: int) -> Vectors:
+        """Each dimension's scale: its largest magnitude over the rows present, over `LEVELS` (1 where none)."""
+        high = np.zeros(self.dim, dtype=np.float32)
         for first in range(0, size, SLICE_ROWS):
             x = view[first : min(first + SLICE_ROWS, size)]
-            low, high = np.minimum(low, x.min(axis=0)), np.maximum(high, x.max(axis=0))
+            high = np.maximum(high, np.abs(x).max(axis=0))
             self.rows.release()
-        index = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-        index.train(np.stack([low, high]))  # min-max ranges: of these two rows, the ones above
-        return index
-
-
-def _in_ram(mapped: Any) -> Any:
-    """A copy in RAM of mapped codes, which can grow (faiss cannot add to a mapped index)."""
-    faiss = library()
-    index = faiss.IndexScalarQuantizer(mapped.d, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-    index.sq.trained = mapped.sq.trained
-    index.is_trained = True
-    size = int(mapped.ntotal) * int(mapped.code_size)
-    if size:
-        codes = faiss.rev_swig_ptr(mapped.codes.data(), size).reshape(int(mapped.ntotal), int(mapped.code_size))
-        index.add_sa_codes(codes)
-    return index
+        scales = high / np.float32(LEVELS)
+        scales[~(np.isfinite(scales) & (scales > 0))] = 1.0
+        fitted: Vectors = scales.astype(np.float32)
+        return fitted

@@ -2,16 +2,17 @@
 after opening a large memory does not encode every fact again (two passes over the float32 fact table: about
 as long as the rest of that query at 0.9M facts).
 
-`index/codes/` holds `fact.faiss` (a faiss `IndexScalarQuantizer` of fact rows 0..rows-1, written by faiss) and
-`manifest.json`, written last: {"format": 1, "files": {"fact.faiss": CRC-32}, "rows": its rows, "dim",
-"error": the largest coding error of a row within the fitted ranges, "norm": the largest row norm, "outliers":
-the rows coded worse than "error", "state": the saved state (its `state.json` checksum) whose fact rows they
-are}. Loading checks the checksum and the state, then maps the file read-only; anything that does not match is
-logged and ignored (the codes are then encoded again by the first query). Fact rows only grow and never change,
-so codes stay valid for the states saved after theirs: a save that keeps the file renames its state in the
-manifest; rows added since (up to `CodedRows.tail_rows`) are scored exactly until a save writes the codes again.
-Files are written under temporary names and renamed into place; the manifest is removed before a file is
-replaced.
+`index/codes/` holds `fact.codes.npy` (the int8 codes of fact rows 0..rows-1, as a .npy array, rows x dim) and
+`manifest.json`, written last: {"format": 2, "files": {"fact.codes.npy": CRC-32}, "rows": its rows, "dim",
+"scales": each dimension's scale, "error": the largest coding error of a row within the scales' ranges, "size":
+the largest norm of a code row, "norm": the largest row norm, "outliers": the rows coded worse than "error",
+"state": the saved state (its `state.json` checksum) whose fact rows they are}. Loading checks the checksum and
+the state, then maps the file read-only; anything that does not match is logged and ignored (the codes are then
+encoded again by the first query), and so is a manifest of another format (format 1 held faiss codes, read no
+more). Fact rows only grow and never change, so codes stay valid for the states saved after theirs: a save that
+keeps the file renames its state in the manifest; rows added since (up to `CodedRows.tail_rows`) are scored
+exactly until a save writes the codes again. Files are written under temporary names and renamed into place;
+the manifest is removed before a file is replaced.
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from engram.graph.ann import available, library
-from engram.index.coded import SavedCodes, use_codes
+from engram.index.coded import SavedCodes, available, use_codes
 from engram.index.state import IndexState
 from engram.store.manifest import atomic_write_text
 from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
 
 FOLDER = ("index", "codes")
-INDEX_FILE = "fact.faiss"
-FORMAT = 1
+CODES_FILE = "fact.codes.npy"
+OLD_FILES = ("fact.faiss",)  # format 1's codes, removed when codes are written again
+FORMAT = 2
 log = logging.getLogger(__name__)
 
 
@@ -61,27 +62,25 @@ def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
     if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
         return None
     try:
-        verify_files(folder, manifest["files"], [INDEX_FILE])
-        faiss = library()
-        flag = getattr(faiss, "IO_FLAG_MMAP_IFC", None)
-        path = str(folder / INDEX_FILE)
-        index = faiss.read_index(path, flag) if flag is not None else faiss.read_index(path)
+        verify_files(folder, manifest["files"], [CODES_FILE])
+        codes = np.load(folder / CODES_FILE, mmap_mode="r", allow_pickle=False)
+        scales = np.asarray(manifest["scales"], dtype=np.float32).reshape(-1)
         outliers = np.asarray(manifest["outliers"], dtype=np.int64).reshape(-1)
-        error, norm, rows = float(manifest["error"]), float(manifest["norm"]), int(manifest["rows"])
-        if not isinstance(index, faiss.IndexScalarQuantizer) or index.metric_type != faiss.METRIC_INNER_PRODUCT:
-            raise ValueError("not an inner-product scalar quantizer")
-        if index.sq.qtype != faiss.ScalarQuantizer.QT_8bit or index.d != state.vectors["fact"].dim:
+        numbers = [float(manifest[key]) for key in ("error", "size", "norm")]
+        rows, dim = int(manifest["rows"]), state.vectors["fact"].dim
+        if codes.dtype != np.int8 or codes.ndim != 2 or codes.shape[1] != dim or len(scales) != dim:
             raise ValueError("not 8-bit codes of this memory's dimension")
-        if int(index.ntotal) != rows or rows > len(state.facts):
+        if len(codes) != rows or rows > len(state.facts):
             raise ValueError("its rows are not the manifest's or the memory's")
         if len(outliers) and not 0 <= int(outliers.min()) <= int(outliers.max()) < rows:
             raise ValueError("outliers beyond its rows")
-        if not (math.isfinite(error) and math.isfinite(norm) and error >= 0 and norm >= 0):
-            raise ValueError("its error bound is not a number")
+        if not all(math.isfinite(x) and x >= 0 for x in numbers) or not (np.isfinite(scales) & (scales > 0)).all():
+            raise ValueError("its scales or error bound are not positive numbers")
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, SnapshotDamaged) as exc:
         log.warning("fact codes in %s are not used (%s): they are encoded again when needed", folder, exc)
         return None
-    return SavedCodes(index, error, norm, outliers)
+    error, size, norm = numbers
+    return SavedCodes(codes, scales, error, size, norm, outliers)
 
 
 def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -> None:
@@ -123,19 +122,24 @@ def _rename(folder: Path, manifest: dict[str, Any], token: str) -> None:
 def _write(folder: Path, saved: SavedCodes, token: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").unlink(missing_ok=True)  # the old file stops counting before it is replaced
-    tmp = folder / f".{INDEX_FILE}.tmp"
-    library().write_index(saved.index, str(tmp))
-    with tmp.open("rb+") as handle:
+    tmp = folder / f".{CODES_FILE}.tmp"
+    with tmp.open("wb") as handle:
+        np.save(handle, np.ascontiguousarray(saved.codes), allow_pickle=False)
+        handle.flush()
         os.fsync(handle.fileno())
     checksum = file_checksum(tmp, CRC)
-    os.replace(tmp, folder / INDEX_FILE)
-    rows = int(saved.index.ntotal)
+    os.replace(tmp, folder / CODES_FILE)
+    for old in OLD_FILES:
+        (folder / old).unlink(missing_ok=True)
+    rows = len(saved.codes)
     manifest = {
         "format": FORMAT,
-        "files": {INDEX_FILE: checksum},
+        "files": {CODES_FILE: checksum},
         "rows": rows,
-        "dim": int(saved.index.d),
+        "dim": int(saved.codes.shape[1]),
+        "scales": [float(x) for x in saved.scales],
         "error": saved.error,
+        "size": saved.size,
         "norm": saved.norm,
         "outliers": saved.outliers[saved.outliers < rows].tolist(),
         "state": token,
