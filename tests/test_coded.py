@@ -164,13 +164,9 @@ def test_code_scores_are_exact_integer_sums(dim: int) -> None:
     rng = np.random.default_rng(dim)
     codes = rng.integers(-127, 128, size=(500, dim)).astype(np.int8)
     codes[0], codes[1] = 127, -127
-    rows = Rows(dim)
-    rows.append(np.zeros((500, dim), dtype=np.float32))
-    coded_rows = CodedRows(rows)
-    scales = np.ones(dim, dtype=np.float32)
-    coded_rows.adopt(coded.SavedCodes(codes, scales, 0.0, 0.0, 1.0, np.zeros(0, dtype=np.int64)))
+    coded_rows = CodedRows(Rows(dim))
     for weights in (np.full(dim, 127), np.full(dim, -127), rng.integers(-127, 128, size=dim)):
-        got = coded_rows._scan(weights.astype(np.int8), 500)
+        got = coded_rows._scan(codes, weights.astype(np.int8))
         assert got.tolist() == (codes.astype(np.int64) @ weights.astype(np.int64)).tolist()
 
 

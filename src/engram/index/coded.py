@@ -136,13 +136,16 @@ class CodedRows:
         gets the next float below the lowest score found, so no other row ties a best one."""
         size = len(alive)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
-        with self._lock:
+        with self._lock:  # rows coded are never rewritten: the scan reads them without the lock
             self._extend(view, size)
-            coded = min(self._count, size)  # a view older than the codes reads only its own rows
-            outliers = self.outliers[self.outliers < coded]
+            codes = self.saved()
+        coded = 0 if codes is None else min(len(codes.codes), size)  # a view older than the codes: its own rows
+        outliers = np.zeros(0, dtype=np.int64) if codes is None else codes.outliers[codes.outliers < coded]
+        near = np.zeros(0, dtype=np.int64)
+        if codes is not None and coded:
             usable = alive[:coded].copy()
             usable[outliers] = False  # scored exactly: their codes say nothing
-            near = self._near(q, usable, top, lowest) if coded else np.zeros(0, dtype=np.int64)
+            near = self._near(codes, q, usable, top, lowest)
         tail = np.arange(coded, size, dtype=np.int64)  # rows past mapped codes
         found = np.unique(np.concatenate([near, tail[alive[tail]], outliers[alive[outliers]]]))
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
@@ -152,22 +155,21 @@ class CodedRows:
         out[found] = exact
         return out
 
-    def _near(self, q: Vectors, usable: BoolArray, top: int, lowest: bool) -> IntArray:
+    def _near(self, codes: SavedCodes, q: Vectors, usable: BoolArray, top: int, lowest: bool) -> IntArray:
         """The `usable` rows whose code score is within twice the error bound of the `top`-th best usable
         code score (and, with `lowest`, of the worst): every row that can be among the best or the worst."""
         count = int(np.count_nonzero(usable))
         if not count:
             return np.zeros(0, dtype=np.int64)
-        assert self.scales is not None
-        weights = q.astype(np.float64) * self.scales
+        weights = q.astype(np.float64) * codes.scales
         unit = float(np.abs(weights).max()) / LEVELS
         if not unit > 0:  # a zero query: every row scores 0, so every row is a candidate
             return np.flatnonzero(usable)
         rounded = np.rint(weights / unit)
         off = float(np.linalg.norm(weights - unit * rounded))
-        bound = float(np.linalg.norm(q.astype(np.float64))) * (self.error + ROUNDING * max(self.norm, 1.0))
-        reach = math.floor(2 * (bound + off * self.size) / unit * (1 + 1e-9)) + 1  # in code units, rounded up
-        scores = self._scan(rounded.astype(np.int8), len(usable))  # exact integers
+        bound = float(np.linalg.norm(q.astype(np.float64))) * (codes.error + ROUNDING * max(codes.norm, 1.0))
+        reach = math.floor(2 * (bound + off * codes.size) / unit * (1 + 1e-9)) + 1  # in code units, rounded up
+        scores = self._scan(codes.codes[: len(usable)], rounded.astype(np.int8))  # exact integers
         hits = [np.zeros(0, dtype=np.int64)]
         if top >= count:
             hits.append(np.flatnonzero(usable))
@@ -180,18 +182,18 @@ class CodedRows:
             hits.append(np.flatnonzero(worst <= float(worst.min()) + reach))
         return np.concatenate(hits)
 
-    def _scan(self, weights: Codes, rows: int) -> npt.NDArray[np.float32]:
-        """Integer dot products of `weights` with code rows 0..`rows`-1 (exact: below 2^24 in float32)."""
-        out = np.empty((1, rows), dtype=np.float32)
-        threads = self.parts if rows * self.dim >= SPLIT_BYTES else 1
-        _kernel().cdist(weights[None], self._codes[:rows], metric="dot", out=out, threads=threads)
+    def _scan(self, codes: Codes, weights: Codes) -> npt.NDArray[np.float32]:
+        """Integer dot products of `weights` with each row of `codes` (exact: below 2^24 in float32)."""
+        out = np.empty((1, len(codes)), dtype=np.float32)
+        threads = self.parts if codes.size >= SPLIT_BYTES else 1
+        _kernel().cdist(weights[None], codes, metric="dot", out=out, threads=threads)
         scores: npt.NDArray[np.float32] = out[0]
         return scores
 
     @contextmanager
     def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:
         """Codes for rows 0..`size`-1 of `view` (loaded, or encoded: the rows past mapped codes only when more
-        than `tail_rows`), unchanged by any search while the caller reads them (engram.index.codes_cache)."""
+        than `tail_rows`), no rows encoded while the caller reads them (engram.index.codes_cache)."""
         with self._lock:
             self._extend(view, size)
             yield self.saved()
