@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.graph.certify import DRIFT, TopK, settled, shortfall
+from engram.graph.cg import dots
 from engram.graph.csr import row_entries
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def push_top(walk: SymmetricWalk, reset: FloatArray, damping: float, top: TopK, 
     per_degree[support] = b * walk.inverse_root[support]  # rho(u) / deg(u)
     eps = float(per_degree[support].max()) / FIRST_STEP if len(support) else 0.0
     allowance, work = budget * walk.matrix.nnz, 0
-    rhs = float(np.sqrt(b @ b))
+    rhs = float(np.sqrt(dots(b, b)))  # not BLAS: its threads spin on after a call, taking the cores from the next
     pushed: list[IntArray] = []  # every round's pushed nodes
     before: tuple[float, int] | None = None  # the last check's eps and work
     for _ in range(LEVELS):
