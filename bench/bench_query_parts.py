@@ -1,7 +1,9 @@
 """Where one hipporag2 query's time goes on a large memory, and what exact PPR costs per iteration (issue 11).
 
 Runs on a memory kept by `bench_scale.py --keep DIR` (the folder `DIR/<run>/s<size>`, which holds `m/` and
-`queries.json`). In one process, so every pair below shares the machine's load, query by query alternately:
+`queries.json`). In one process, so every pair below shares the machine's load, query by query alternately
+(BLAS apart, after the others: OpenBLAS's threads spin for a while after a threaded call and slowed whatever
+followed it by a core):
 
 * fact scores: BLAS over a canonical-order copy of the alive fact vectors (the code before 891719e) against
   `GraphIndex.fact_scores` (einsum over the shared vectors, in row blocks on a thread pool), and, when the
@@ -176,7 +178,6 @@ def main() -> int:
     times: dict[str, list[float]] = {k: [] for k in ("blas", "einsum", "codes", "top", "retrieve")}
     for i, query in enumerate(queries):
         for name, fn in (
-            ("blas", lambda i=i: (vectors[i : i + 1] @ compact.T).astype(np.float64)),
             ("einsum", lambda i=i: view.fact_scores(vectors[i : i + 1])),
             ("codes", lambda i=i: view.fact_scores(vectors[i : i + 1], 3)),
             ("top", lambda i=i: view.fact_scores(vectors[i : i + 1], 3, lowest=False)),
@@ -187,6 +188,10 @@ def main() -> int:
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
+    for i in range(len(queries)):  # last: OpenBLAS's threads spin on after a call, taking a core from what follows
+        start = time.perf_counter()
+        (vectors[i : i + 1] @ compact.T).astype(np.float64)
+        times["blas"].append(time.perf_counter() - start)
     codes = (f", top 3 and lowest through 8-bit codes {ms(times['codes'])} ms, top 3 alone {ms(times['top'])} ms"
              if times["codes"] else "")  # fmt: skip
     print(f"{args.folder}: {len(rows):,} facts x {compact.shape[1]}; medians over {len(queries)} queries: fact scores "
