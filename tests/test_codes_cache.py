@@ -145,3 +145,22 @@ def test_damaged_or_foreign_codes_are_not_used(pair: tuple[Path, Path], caplog: 
         assert results(memory) == results(oracle)
         assert not codes_of(memory).mapped  # codes of another saved state's rows
     assert manifest(on)["state"] == "crc32:00000000"  # a close without changes leaves them (maybe newer) alone
+
+
+def test_codes_of_the_former_format_are_encoded_again_and_replaced(pair: tuple[Path, Path]) -> None:
+    """A memory saved with format 1 (faiss's scalar quantizer in fact.faiss): its manifest, though it names the
+    saved state, is not read; the first query encodes, and the close writes format 2 and removes fact.faiss."""
+    on, off = pair
+    folder = on / "index" / "codes"
+    (folder / "fact.codes.npy").unlink()
+    (folder / "fact.faiss").write_bytes(b"format 1 codes")
+    (folder / "manifest.json").write_text(
+        json.dumps({"format": 1, "files": {"fact.faiss": "crc32:00000000"}, "state": manifest(on)["state"]})
+    )
+    with opened(on, "on") as memory, opened(off, "off") as oracle:
+        assert results(memory) == results(oracle)
+        assert not codes_of(memory).mapped
+    assert manifest(on)["format"] == 2 and manifest(on)["state"] == state_token(on)
+    assert (folder / "fact.codes.npy").exists() and not (folder / "fact.faiss").exists()
+    with opened(on, "on") as memory, opened(off, "off") as oracle:
+        assert results(memory) == results(oracle) and codes_of(memory).mapped
