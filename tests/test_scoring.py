@@ -2,6 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engram.retrieve import scoring
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector, top_k
 
 
@@ -22,6 +23,25 @@ def test_top_k_is_the_sorted_order(scores: list[float], k: int, ranked: bool) ->
     tiebreak = np.random.default_rng(len(scores)).permutation(len(scores)) if ranked else np.arange(len(scores))
     want = sorted((i for i, v in enumerate(scores) if v != -np.inf), key=lambda i: (-scores[i], tiebreak[i]))[:k]
     assert top_k(scores, k, tiebreak if ranked else None).tolist() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([-np.inf, np.inf, 0.0, 0.25, 0.5, 1.0, -1.0]) | st.floats(-5, 5), max_size=60),
+    st.integers(0, 20),
+    st.sampled_from([1, 2, 3, 7]),
+)
+def test_top_k_through_block_maxima_is_the_sorted_order(scores: list[float], k: int, block: int) -> None:
+    """The large-array path (the k-th largest bounded by block maxima, blocks of a few rows here, a partial
+    last block, many ties and -inf rows) against the same oracle."""
+    tiebreak = np.random.default_rng(len(scores)).permutation(len(scores))
+    want = sorted((i for i, v in enumerate(scores) if v != -np.inf), key=lambda i: (-scores[i], tiebreak[i]))[:k]
+    old = scoring.BLOCK, scoring.BLOCKED_FROM
+    scoring.BLOCK, scoring.BLOCKED_FROM = block, 0
+    try:
+        assert top_k(scores, k, tiebreak).tolist() == want
+    finally:
+        scoring.BLOCK, scoring.BLOCKED_FROM = old
 
 
 def test_top_k_is_deterministic_on_ties() -> None:

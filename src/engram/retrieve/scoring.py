@@ -7,6 +7,8 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BLOCK = 1024  # rows per block whose maximum bounds a large array's k-th largest score from below (`top_k`)
+BLOCKED_FROM = 1 << 16  # arrays from this size look for their k-th largest score through block maxima
 
 
 def min_max(scores: npt.ArrayLike) -> FloatArray:
@@ -39,13 +41,34 @@ def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) 
     k = min(k, x.size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    # the k-th largest over every row: the k-th largest finite score, or -inf when fewer than k are finite
-    threshold = -np.partition(-x, k - 1)[k - 1] if k < x.size else x.min()  # (a small kth: fast on many ties)
-    candidates = np.flatnonzero(x >= threshold) if threshold > -np.inf else np.flatnonzero(x > -np.inf)
+    candidates = _at_least_kth(x, k)
     values = x[candidates]
     secondary = candidates if tiebreak is None else np.asarray(tiebreak)[candidates]
     order = np.lexsort((secondary, -values))
     return candidates[order][:k].astype(np.int64)
+
+
+def _at_least_kth(x: FloatArray, k: int) -> IntArray:
+    """The rows whose score is at least the k-th largest (every row above -inf when that is -inf). On a large
+    array the k-th largest block maximum bounds it from below (k blocks reach it), so one pass over the block
+    maxima and one comparison pass leave a few rows, among which the k-th largest is the array's."""
+    rows: IntArray | None = None
+    if x.size >= BLOCKED_FROM and k * BLOCK < x.size:
+        whole = x.size - x.size % BLOCK
+        maxima = x[:whole].reshape(-1, BLOCK).max(axis=1)
+        if whole < x.size:
+            maxima = np.append(maxima, x[whole:].max())
+        if not np.isnan(maxima).any():
+            bound = -np.partition(-maxima, k - 1)[k - 1]
+            rows = np.flatnonzero(x >= bound) if bound > -np.inf else np.flatnonzero(x > -np.inf)
+    sub = x if rows is None else x[rows]
+    if not sub.size:
+        return np.zeros(0, dtype=np.int64)
+    # the k-th largest over every row: the k-th largest finite score, or -inf when fewer than k are finite
+    threshold = -np.partition(-sub, k - 1)[k - 1] if k < sub.size else sub.min()  # (a small kth: fast on many ties)
+    picked = np.flatnonzero(sub >= threshold) if threshold > -np.inf else np.flatnonzero(sub > -np.inf)
+    out: IntArray = picked if rows is None else rows[picked]
+    return out
 
 
 def phrase_seeds(
