@@ -2,7 +2,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from engram.graph.certify import TopK
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
+from engram.retrieve.scoring import top_k
 
 igraph = pytest.importorskip("igraph")
 
@@ -83,6 +85,32 @@ def test_solver_batches_and_rejects_like_power_iteration() -> None:
             solve_pagerank(walk, spoiled)
         with pytest.raises(ValueError, match="finite, non-negative"):
             solve_pagerank(walk, np.stack([np.ones(500), spoiled], axis=1))
+
+
+@pytest.mark.parametrize("budget", [0.0, 10.0])  # conjugate gradients alone, the push first
+def test_a_reset_given_with_its_support_is_read_there_alone(budget: float) -> None:
+    """A caller that knows where its reset is non-zero passes those nodes: the same masses as the reset read
+    whole (up to the normalising sum's order), and bad entries among them refused the same way."""
+    rng = np.random.default_rng(5)
+    adj, *_ = random_graph(rng, 400, 1200)
+    walk = symmetric_walk(adj)
+    reset = rng.random(400) * (rng.random(400) < 0.1)
+    support = np.flatnonzero(reset)
+    wider = np.union1d(support, [0, 1, 2, 399])  # a support may hold zeros too
+    top = TopK(300, 5)
+    whole = solve_pagerank(walk, reset, 0.5, tol=1e-13)
+    for nodes in (support, wider):
+        given = solve_pagerank(walk, reset, 0.5, tol=1e-13, support=nodes)
+        assert np.abs(given - whole).max() < 1e-14
+        ranked = solve_pagerank(walk, reset, 0.5, top=top, push_budget=budget, support=nodes)
+        assert (top_k(ranked[300:], 5) == top_k(whole[300:], 5)).all()
+    for bad in (np.nan, np.inf, -0.5):
+        spoiled = reset.copy()
+        spoiled[support[3]] = bad
+        with pytest.raises(ValueError, match="finite, non-negative"):
+            solve_pagerank(walk, spoiled, support=support)
+    with pytest.raises(ValueError, match="positive mass"):
+        solve_pagerank(walk, np.zeros(400), support=support)
 
 
 def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:

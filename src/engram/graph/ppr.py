@@ -213,6 +213,7 @@ def solve_pagerank(
     max_iter: int = 200,
     top: TopK | None = None,
     push_budget: float | None = None,
+    support: IntArray | None = None,
 ) -> FloatArray:
     """Personalized PageRank as `personalized_pagerank` defines it (dangling mass follows the reset
     distribution), solved as a linear system instead of by power iteration.
@@ -230,15 +231,19 @@ def solve_pagerank(
     settles a concentrated reset's top without a pass over the graph; a column it does not settle within its
     budget goes on by conjugate gradients from there, stopped the same way (bench/bench_certify.py).
     `push_budget` is that budget (default `push.PUSH_BUDGET` on a walk of at least `push.MIN_NONZEROS`
-    non-zeros, else 0); 0 solves by conjugate gradients alone."""
+    non-zeros, else 0); 0 solves by conjugate gradients alone.
+
+    `support`, for a vector `reset`: the sorted nodes outside which the caller knows it is zero (a few seeds and
+    the passages: engram.index.view). The reset's checks, its normalisation and the push then read those
+    entries alone, not every node."""
     if not 0.0 <= damping < 1.0:
         raise ValueError("damping must be in [0, 1)")
-    r = _checked_reset(reset, walk.size)
+    r = _checked_reset(reset, walk.size, support)
     budget = push_budget
     if budget is None:
         budget = push.PUSH_BUDGET if walk.matrix.nnz >= push.MIN_NONZEROS else 0.0
     if top is not None and budget > 0:
-        return _solve_top(walk, r, damping, tol, max_iter, top, budget)
+        return _solve_top(walk, r, damping, tol, max_iter, top, budget, support if r.ndim == 1 else None)
     return _solve(walk, r, damping, tol, max_iter, top)
 
 
@@ -272,12 +277,22 @@ def _solve(
 
 
 def _solve_top(
-    walk: SymmetricWalk, r: FloatArray, damping: float, tol: float, max_iter: int, top: TopK, budget: float
+    walk: SymmetricWalk,
+    r: FloatArray,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    top: TopK,
+    budget: float,
+    support: IntArray | None = None,
 ) -> FloatArray:
-    """Each column pushed from its reset (`engram.graph.push`); the columns whose top the push did not settle
-    within its budget solved together by conjugate gradients from where their pushes stopped."""
+    """Each column pushed from its reset (`engram.graph.push`; a vector's from `support` when given); the
+    columns whose top the push did not settle within its budget solved together by conjugate gradients from where
+    their pushes stopped."""
     columns = r if r.ndim == 2 else r[:, None]
-    pushes = [push.push_top(walk, columns[:, column], damping, top, budget) for column in range(columns.shape[1])]
+    pushes = [
+        push.push_top(walk, columns[:, column], damping, top, budget, support) for column in range(columns.shape[1])
+    ]
     if r.ndim == 1 and pushes[0].masses is not None:
         return pushes[0].masses
     out = np.empty_like(columns)
@@ -313,10 +328,20 @@ def _settled_stop(
     return stop
 
 
-def _checked_reset(reset: npt.ArrayLike, n: int) -> FloatArray:
+def _checked_reset(reset: npt.ArrayLike, n: int, support: IntArray | None = None) -> FloatArray:
     r = np.asarray(reset, dtype=np.float64)
     if r.ndim not in (1, 2) or r.shape[0] != n:
         raise ValueError("reset must be finite, non-negative and have one row per node")
+    if support is not None and r.ndim == 1:  # zero elsewhere: the entries of `support` alone are checked
+        values = r[support]
+        total = float(values.sum())
+        if not np.isfinite(total) or (values.size and float(values.min()) < 0):
+            raise ValueError("reset must be finite, non-negative and have one row per node")
+        if total <= 0:
+            raise ValueError("every reset column needs positive mass")
+        out: FloatArray = np.zeros(n)
+        out[support] = values / total
+        return out
     totals = r.sum(axis=0)  # a NaN or an infinity makes its column's total non-finite
     if not np.all(np.isfinite(totals)) or (r.size and float(r.min()) < 0):
         raise ValueError("reset must be finite, non-negative and have one row per node")

@@ -73,12 +73,20 @@ class Pushed:
     work: int  # entries touched
 
 
-def push_top(walk: SymmetricWalk, reset: FloatArray, damping: float, top: TopK, budget: float = PUSH_BUDGET) -> Pushed:
+def push_top(
+    walk: SymmetricWalk,
+    reset: FloatArray,
+    damping: float,
+    top: TopK,
+    budget: float = PUSH_BUDGET,
+    support: IntArray | None = None,
+) -> Pushed:
     """Push the normalised `reset` (one column) until the top `top.k` nodes from `top.start` on are settled or
     `budget` x the walk's non-zeros entries are touched. Reads and writes the nodes the reset and the push
-    reach, not every node (the arrays start as zeros the system provides untouched)."""
+    reach, not every node (the arrays start as zeros the system provides untouched); `support`, sorted, holds
+    every node where `reset` is not zero (default: found by a pass over it)."""
     n = walk.size
-    support = np.flatnonzero(reset)
+    support = np.flatnonzero(reset) if support is None else support
     b = reset[support] * walk.inverse_root[support]
     y, residual, per_degree = np.zeros(n), np.zeros(n), np.zeros(n)
     residual[support] = b

@@ -33,6 +33,7 @@ from engram.types import Triple
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 __all__ = ["GraphIndex", "fact_text", "passage_text", "view"]
 T = TypeVar("T")
@@ -91,7 +92,8 @@ class GraphIndex:
         """`ppr`'s masses of the passage rows alone (passage rows x q, or a vector): what a ranking reads, without
         a pass over the phrase rows' output."""
         r = np.asarray(resets, dtype=np.float64)
-        solved = solve_pagerank(self.walk, self.canonical_reset(r), damping, top=self._top(top))
+        reset, support = self._canonical(r)
+        solved = solve_pagerank(self.walk, reset, damping, top=self._top(top), support=support)
         start = self._canonical_phrases()
         out = np.zeros((len(self.passages), *r.shape[1:]))
         out[self.node_rows[start:] - self.n_phrases] = solved[start:]
@@ -100,14 +102,23 @@ class GraphIndex:
     def canonical_reset(self, resets: FloatArray) -> FloatArray:
         """`resets[node_rows]`, read where it can be non-zero: every alive passage row, and only the phrase rows
         a reset seeds (a few of them: no gather over every phrase)."""
+        return self._canonical(resets)[0]
+
+    def _canonical(self, resets: FloatArray) -> tuple[FloatArray, IntArray | None]:
+        """`canonical_reset`, and for a vector the sorted canonical nodes outside which it is zero (the seeded
+        phrases, then every passage): what PageRank's checks and push then read, instead of every node."""
         start = self._canonical_phrases()
         out = np.zeros((len(self.node_rows), *resets.shape[1:]))
         phrase_part = resets[: self.n_phrases]
         seeded = np.flatnonzero(phrase_part if resets.ndim == 1 else phrase_part.any(axis=1))
         seeded = seeded[self.phrase_rank[seeded] < start]  # alive phrases (dead rows rank after every alive one)
-        out[self.phrase_rank[seeded]] = resets[seeded]
+        at = self.phrase_rank[seeded]
+        out[at] = resets[seeded]
         out[start:] = resets[self.node_rows[start:]]
-        return out
+        if resets.ndim != 1:
+            return out, None
+        support = np.concatenate([np.sort(at), np.arange(start, len(self.node_rows))]).astype(np.int64)
+        return out, support
 
     def _canonical_phrases(self) -> int:
         """How many phrase nodes the walk has (the alive phrases, first in canonical order)."""
