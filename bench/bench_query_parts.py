@@ -165,10 +165,12 @@ def main() -> int:
     resets: list[tuple[np.ndarray, TopK | None]] = []  # each query's reset vector and stop, as its solve got them
     solve = view_module.solve_pagerank
 
-    def noted(walk: SymmetricWalk, reset: np.ndarray, damping: float, top: TopK | None = None) -> np.ndarray:
+    def noted(
+        walk: SymmetricWalk, reset: np.ndarray, damping: float, top: TopK | None = None, support: Any = None
+    ) -> np.ndarray:
         if len(resets) < len(queries):
             resets.append((np.array(reset), top))
-        return solve(walk, reset, damping, top=top)
+        return solve(walk, reset, damping, top=top, support=support)
 
     view_module.solve_pagerank = noted  # type: ignore[assignment]
     vectors = np.stack([embedder.cache[q] for q in queries]).astype(np.float32)
