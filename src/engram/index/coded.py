@@ -15,7 +15,8 @@ by Cauchy-Schwarz. So every row that can be among the `top` best (or be the wors
 twice their sum of the `top`-th best code score (of the worst); only those rows are scored from the float32
 table, by the same loop as a full scan (`row_dots`): the rows found, their scores and therefore the whole
 ranking are bit for bit those of the full scan. Rows whose error exceeds the bound (appended later, outside the
-ranges the codes were fitted to) are scored from float32 every time.
+ranges the codes were fitted to) are scored from float32 every time and left out of the cut: a clipped code can
+score above every row, and a cut taken at it could leave out the best ones.
 
 Rows only grow and a row's vector never changes (facts); the codes follow the table by encoding, at the next
 search, the rows appended since, a slice at a time with the table's mapped pages dropped after each.
