@@ -56,7 +56,10 @@ PUSH_BUDGET = 0.05
 # MuSiQue graph's 86k non-zeros the push first gained 0.1 ms at k = 5 and lost 0.1-0.5 ms at k = 10-40; on a
 # 10k-passage memory's 548k it gained 6.5 ms of 10.1 at k = 5 and 1.2 ms at k = 20; bench/bench_certify.py).
 MIN_NONZEROS = 1 << 18
-FIRST_STEP = 64.0  # the first eps: the largest residual per degree over this
+# The first eps: the largest residual per degree over this. Each check costs passes over every passage, and with
+# 64 most tops settled at the second or third check; with 256 the first drain does more of the work they all
+# need (bench/README.md, "The push's first step").
+FIRST_STEP = 256.0
 SHRINK = 2.0  # eps after an unsettled check: over 1.5 x the factor the intervals fall short by, at least this
 LEAP = 64.0  # and at most this
 LEVELS = 40  # checks at most (eps shrinks at least 2^40-fold): then the residual is at rounding level or the top ties
