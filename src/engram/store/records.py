@@ -56,6 +56,25 @@ CREATE TABLE IF NOT EXISTS llm_usage (
 """
 
 
+WAL_WAIT = 30.0  # seconds a new connection retries switching the file to write-ahead logging
+
+
+def _write_ahead_log(db: sqlite3.Connection) -> None:
+    """Put the file in write-ahead-log mode (kept in the file: a later connection finds it so). Switching needs
+    the file to itself, and SQLite answers "database is locked" at once, without its busy timeout, when another
+    process opening the same new file holds it: retried until `WAL_WAIT`."""
+    deadline = time.monotonic() + WAL_WAIT
+    while True:
+        try:
+            if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class RecordStore:
     """The directory backend of `engram.store.base.Store`."""
 
@@ -71,7 +90,7 @@ class RecordStore:
         except sqlite3.Error as exc:
             raise damaged(path, exc) from exc
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _write_ahead_log(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
