@@ -133,3 +133,29 @@ def test_fact_seeds_weigh_each_fact_by_its_gap_to_the_best(memory: Memory) -> No
             assert len(rows) == min(len(want), config.max_seeds)
             for row, weight in zip(rows.tolist(), weights.tolist()):
                 assert np.isclose(weight, want[row])
+
+
+def test_one_query_is_solved_from_its_reset_support_as_a_batch_solves_it(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone query's reset (one column) reaches PageRank as a vector with the nodes where it is not zero, so
+    the solve reads those alone; its ranking and scores are a batch's (the same column among others)."""
+    import engram.index.view as view_module
+
+    supports: list[object] = []
+    solve = view_module.solve_pagerank
+
+    def recording(*args: object, **kwargs: object) -> object:
+        supports.append(kwargs.get("support"))
+        return solve(*args, **kwargs)  # type: ignore[arg-type]
+
+    with memory:
+        batch = memory.retrieve(QUERIES, 5)
+        monkeypatch.setattr(view_module, "solve_pagerank", recording)
+        alone = [memory.retrieve([q], 5)[0] for q in QUERIES]
+    graph = [i for i, r in enumerate(batch) if r.method == "hipporag2"]
+    assert graph and len(supports) == len(graph)  # the dense fallbacks run no PageRank
+    assert all(isinstance(s, np.ndarray) and len(s) for s in supports)
+    for i in graph:
+        assert [p.id for p in alone[i].passages] == [p.id for p in batch[i].passages]
+        assert np.allclose([p.score for p in alone[i].passages], [p.score for p in batch[i].passages], rtol=1e-12)

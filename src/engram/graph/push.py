@@ -89,7 +89,7 @@ def push_top(
     reach, not every node (the arrays start as zeros the system provides untouched); `support`, sorted, holds
     every node where `reset` is not zero (default: found by a pass over it)."""
     n = walk.size
-    support = np.flatnonzero(reset) if support is None else support
+    support = np.flatnonzero(reset != 0) if support is None else support
     b = reset[support] * walk.inverse_root[support]
     y, residual, per_degree = np.zeros(n), np.zeros(n), np.zeros(n)
     residual[support] = b
