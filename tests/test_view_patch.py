@@ -46,6 +46,11 @@ def identical(a: GraphIndex, b: GraphIndex) -> None:
     assert np.array_equal(a.phrase_passage_counts, b.phrase_passage_counts)
 
 
+def arrays_of(index: GraphIndex) -> bytes:
+    matrix = index.walk.matrix
+    return b"".join(a.tobytes() for a in (matrix.indptr, matrix.indices, matrix.data))
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=7), st.sampled_from(["runs", "pieces", "masks"]))
 def test_patched_views_equal_built_ones(ops: list[Any], assembly: str) -> None:
@@ -67,11 +72,15 @@ def patched_views_equal_built_ones(ops: list[Any]) -> None:
         with Memory(Path(tmp) / "m", embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
             first = memory._current()
             assert not first.patched
-            for op in ops:
+            held: list[tuple[GraphIndex, bytes]] = []  # every other view, held on (the others' memory is reused)
+            for i, op in enumerate(ops):
                 apply(memory, live, op, known)
                 current = memory._current()
                 assert current.patched or current is first
                 identical(current, built(memory._live.load()))
+                if i % 2:
+                    held.append((current, arrays_of(current)))
+            assert all(arrays_of(v) == saved for v, saved in held)  # later patches never wrote into them
             patched = observe(memory)
         matches_oracle(patched["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
         with Memory(Path(tmp) / "fresh", embedder=HashEmbedder(dim=64), config=CONFIG) as fresh:

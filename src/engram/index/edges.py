@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,7 @@ from engram.graph.csr import row_entries
 from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
+from engram.index.spares import Spares
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 
@@ -206,7 +208,8 @@ def _patch_adjacency(
     keys = np.concatenate([kept, add])
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
-    matrix, carried, copied, runs = _assemble(old, base.walk.matrix.data, remap, old_of, redo, keys, data, n_new)
+    walk = base.walk.matrix.data
+    matrix, carried, copied, runs = _assemble(old, walk, remap, old_of, redo, keys, data, n_new, state.spares)
     return matrix, patched_walk(matrix, base.walk, old_of, copied, carried, runs)
 
 
@@ -265,20 +268,25 @@ def _assemble(
     keys: IntArray,
     data: FloatArray,
     n_new: int,
+    spares: Spares,
 ) -> tuple[sp.csr_matrix, FloatArray, BoolArray, IntArray | None]:
     """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
     sorted `keys` and `data`; the old walk's values carried to the copied rows' entries (the others left
     unset); which new rows were copied, and the runs they come in (`_runs`; None when there were too many to
-    copy run by run)."""
+    copy run by run). The new arrays are written into memory of views no longer read (`spares`)."""
     lengths = np.diff(old.indptr).astype(np.int64)
     copied = old_of >= 0  # by new row: copied as it was
     copied[copied] = ~redo[old_of[copied]]
     key_lengths = np.bincount(keys // n_new, minlength=n_new).astype(np.int64)
     new_lengths = key_lengths.copy()
     new_lengths[copied] = lengths[old_of[copied]]
-    indptr = np.concatenate([[0], np.cumsum(new_lengths)]).astype(np.int64)
-    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n_new < 2**31 else np.int64)
-    values, carried = np.empty(int(indptr[-1]), dtype=np.float64), np.empty(int(indptr[-1]), dtype=np.float64)
+    nnz = int(new_lengths.sum())
+    index = np.int32 if max(n_new, nnz) < 2**31 else np.int64  # scipy's own choice: it keeps these, uncopied
+    indptr = cast(IntArray, spares.empty(n_new + 1, index))
+    indptr[0] = 0
+    np.cumsum(new_lengths, out=indptr[1:])
+    indices = cast(npt.NDArray[np.integer], spares.empty(nnz, index))
+    values, carried = cast(FloatArray, spares.empty(nnz, np.float64)), cast(FloatArray, spares.empty(nnz, np.float64))
     runs = _runs(copied, old_of)
     if len(runs) <= MAX_RUNS:
         key_ptr = np.concatenate([[0], np.cumsum(key_lengths)])

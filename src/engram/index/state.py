@@ -26,6 +26,7 @@ from engram.index.keyed import FactRows, PairCounts
 from engram.index.names import NameTable
 from engram.index.rows import Rows, SortedKeys
 from engram.index.saved_tables import Pairs, RowSets, Triples
+from engram.index.spares import Spares
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -109,6 +110,7 @@ class IndexState:
         self.fact_order: SortedKeys[Triple] = SortedKeys(self.fact_row)
         # the last view's edge arrays and what changed since, while patching the next view is cheaper
         self.patch_base: PatchBase | None = None
+        self.spares = Spares()  # memory of patched views no longer read, for the next patch's arrays
         self.touched: Touched | None = None
 
     # passages -----------------------------------------------------------------------------------------
