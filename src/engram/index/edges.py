@@ -13,7 +13,7 @@ that changed, engram.graph.ppr.patched_walk); past `Touched.limit` changes it re
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import cast
@@ -26,9 +26,11 @@ from engram.graph.csr import row_entries
 from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
+from engram.index.node_maps import node_maps
 from engram.index.spares import Spares
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
+from engram.store.records import PassageRow
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -187,8 +189,8 @@ def _patch_adjacency(
     whole-array passes instead of a sort or a search of every entry."""
     n_phrases, old = len(state.phrases), base.adjacency
     n_new = len(node_rows)
-    old_nodes = base.node_rows + np.where(base.node_rows >= base.n_phrases, n_phrases - base.n_phrases, 0)
-    maps = _node_maps(old_nodes, node_rows, size)
+    old_nodes = _in_row_space(base.node_rows, base.n_phrases, n_phrases)
+    maps = node_maps(old_nodes, node_rows, size, partial(_key_of, state.phrases, state.passages))
     if maps is None:
         return None  # copied rows would lose their column order
     remap, old_of = maps  # old canonical position -> new, new -> old (-1: gone, new)
@@ -213,18 +215,24 @@ def _patch_adjacency(
     return matrix, patched_walk(matrix, base.walk, old_of, copied, carried, runs)
 
 
-def _node_maps(old_nodes: IntArray, node_rows: IntArray, size: int) -> tuple[IntArray, IntArray] | None:
-    """(old canonical position -> new, new -> old), -1 for nodes gone and nodes new, or None when the nodes in
-    both orders are not in the same relative order. Marks over the row space and runs in order, instead of
-    positions scattered over the row space (the canonical order is by name, so such writes land anywhere)."""
-    in_new, in_old = np.zeros(size, dtype=bool), np.zeros(size, dtype=bool)
-    in_new[node_rows], in_old[old_nodes] = True, True
-    kept, was = in_new[old_nodes], in_old[node_rows]  # by old position: still there; by new: there before
-    if not np.array_equal(old_nodes[kept], node_rows[was]):
-        return None
-    remap, old_of = np.full(len(old_nodes), -1, dtype=np.int64), np.full(len(node_rows), -1, dtype=np.int64)
-    remap[kept], old_of[was] = np.flatnonzero(was), np.flatnonzero(kept)
-    return remap, old_of
+def _in_row_space(old_nodes: IntArray, old_phrases: int, n_phrases: int) -> IntArray:
+    """The last view's canonical nodes as rows of the current row space (passage rows come after the phrase rows,
+    which may have grown): its phrase nodes come first, so one binary search finds where to shift."""
+    if old_phrases == n_phrases:
+        return old_nodes
+    lo, hi = 0, len(old_nodes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if old_nodes[mid] >= old_phrases:
+            hi = mid
+        else:
+            lo = mid + 1
+    return np.concatenate([old_nodes[:lo], old_nodes[lo:] + (n_phrases - old_phrases)])
+
+
+def _key_of(phrases: Sequence[str], passages: Sequence[PassageRow], row: int) -> tuple[int, str]:
+    """The key a canonical node is sorted by: phrase nodes by name, then passage nodes by id."""
+    return (0, phrases[row]) if row < len(phrases) else (1, passages[row - len(phrases)].id)
 
 
 def _positions(order: IntArray, rows: IntArray, size: int) -> IntArray:
