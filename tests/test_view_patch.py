@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from engram import Memory
 from engram.embed import HashEmbedder
+from engram.index import assembly as assembly_module
 from engram.index import edges
 from engram.index.keyed import PairCounts
 from engram.index.state import IndexState
@@ -54,15 +55,15 @@ def arrays_of(index: GraphIndex) -> bytes:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=7), st.sampled_from(["runs", "pieces", "masks"]))
 def test_patched_views_equal_built_ones(ops: list[Any], assembly: str) -> None:
-    saved = edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK
+    saved = assembly_module.MAX_RUNS, assembly_module.PIECE, assembly_module.MIN_WORK
     if assembly == "masks":  # rows assembled (and the walk's scaling carried) by whole-array masks, as for many runs
-        edges.MAX_RUNS = 0
+        assembly_module.MAX_RUNS = 0
     if assembly == "pieces":  # runs copied 3 entries at a time, the pieces split between the pool's threads
-        edges.PIECE, edges.MIN_WORK = 3, 0
+        assembly_module.PIECE, assembly_module.MIN_WORK = 3, 0
     try:
         patched_views_equal_built_ones(ops)
     finally:
-        edges.MAX_RUNS, edges.PIECE, edges.MIN_WORK = saved
+        assembly_module.MAX_RUNS, assembly_module.PIECE, assembly_module.MIN_WORK = saved
 
 
 def patched_views_equal_built_ones(ops: list[Any]) -> None:

@@ -16,7 +16,6 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +23,9 @@ import scipy.sparse as sp
 
 from engram.graph.csr import row_entries
 from engram.graph.pair_arrays import pair_keys, splice, splice_plan
-from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
+from engram.index.assembly import assemble
 from engram.index.node_maps import node_maps
-from engram.index.spares import Spares
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 from engram.store.records import PassageRow
@@ -35,8 +33,6 @@ from engram.store.records import PassageRow
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-MAX_RUNS = 4096  # a patch assembles its rows run by run (slice copies) up to this many runs, else by masks
-PIECE = 1 << 18  # entries copied at a time: a run's column indices are remapped through a buffer that fits cache
 
 
 @dataclass(frozen=True)
@@ -211,7 +207,7 @@ def _patch_adjacency(
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
     walk = base.walk.matrix.data
-    matrix, carried, copied, runs = _assemble(old, walk, remap, old_of, redo, keys, data, n_new, state.spares)
+    matrix, carried, copied, runs = assemble(old, walk, remap, old_of, redo, keys, data, n_new, state.spares)
     return matrix, patched_walk(matrix, base.walk, old_of, copied, carried, runs)
 
 
@@ -265,103 +261,6 @@ def _kept_entries(
     keep = ~drop
     keys: IntArray = remap[r[keep]] * n_new + remap[c[keep]]
     return keys, old.data[at[keep]]
-
-
-def _assemble(
-    old: sp.csr_matrix,
-    old_walk: FloatArray,
-    remap: IntArray,
-    old_of: IntArray,
-    redo: BoolArray,
-    keys: IntArray,
-    data: FloatArray,
-    n_new: int,
-    spares: Spares,
-) -> tuple[sp.csr_matrix, FloatArray, BoolArray, IntArray | None]:
-    """The new CSR matrix: rows not rebuilt copied from `old` (columns remapped), rebuilt and new rows from the
-    sorted `keys` and `data`; the old walk's values carried to the copied rows' entries (the others left
-    unset); which new rows were copied, and the runs they come in (`_runs`; None when there were too many to
-    copy run by run). The new arrays are written into memory of views no longer read (`spares`)."""
-    lengths = np.diff(old.indptr).astype(np.int64)
-    copied = old_of >= 0  # by new row: copied as it was
-    copied[copied] = ~redo[old_of[copied]]
-    key_lengths = np.bincount(keys // n_new, minlength=n_new).astype(np.int64)
-    new_lengths = key_lengths.copy()
-    new_lengths[copied] = lengths[old_of[copied]]
-    nnz = int(new_lengths.sum())
-    index = np.int32 if max(n_new, nnz) < 2**31 else np.int64  # scipy's own choice: it keeps these, uncopied
-    indptr = cast(IntArray, spares.empty(n_new + 1, index))
-    indptr[0] = 0
-    np.cumsum(new_lengths, out=indptr[1:])
-    indices = cast(npt.NDArray[np.integer], spares.empty(nnz, index))
-    values, carried = cast(FloatArray, spares.empty(nnz, np.float64)), cast(FloatArray, spares.empty(nnz, np.float64))
-    runs = _runs(copied, old_of)
-    if len(runs) <= MAX_RUNS:
-        key_ptr = np.concatenate([[0], np.cumsum(key_lengths)])
-        columns, moved = keys % n_new, remap.astype(indices.dtype)  # copied rows hold no gone column
-
-        def copy(pieces: list[tuple[int, int, int, bool]]) -> None:
-            for a, b, at, was_copied in pieces:
-                if was_copied:  # copied rows whose old rows follow each other too: a run of old entries
-                    np.take(moved, old.indices[at : at + b - a], out=indices[a:b], mode="clip")
-                    values[a:b] = old.data[at : at + b - a]
-                    carried[a:b] = old_walk[at : at + b - a]
-                else:
-                    indices[a:b] = columns[at : at + b - a]
-                    values[a:b] = data[at : at + b - a]
-
-        in_parallel([partial(copy, group) for group in _pieces(runs, indptr, old.indptr, key_ptr)])
-        return _canonical(values, indices, indptr, n_new), carried, copied, runs
-    source = np.repeat(~redo & (remap >= 0), lengths)  # by old entry: in a copied row
-    target = np.repeat(copied, new_lengths)  # by new entry: in a copied row
-    indices[target] = remap[old.indices[source]]
-    values[target] = old.data[source]
-    carried[target] = old_walk[source]
-    indices[~target] = keys % n_new
-    values[~target] = data
-    return _canonical(values, indices, indptr, n_new), carried, copied, None
-
-
-def _pieces(
-    runs: IntArray, indptr: IntArray, old_indptr: npt.NDArray[np.integer], key_ptr: IntArray
-) -> list[list[tuple[int, int, int, bool]]]:
-    """The runs' entries as pieces of at most `PIECE` (new start, new end, source start, from the old matrix),
-    in about `THREADS` groups of equal entries, one per thread: every entry is copied once, whichever thread
-    copies it, so the result is the same to the bit."""
-    pieces: list[tuple[int, int, int, bool]] = []
-    for start, end, was in runs.tolist():
-        a, b = int(indptr[start]), int(indptr[end])
-        source = int(old_indptr[was]) if was >= 0 else int(key_ptr[start])
-        pieces.extend((lo, min(b, lo + PIECE), source + lo - a, was >= 0) for lo in range(a, b, PIECE))
-    if not pieces:
-        return [[]]
-    total = int(indptr[-1])
-    parts = 1 if total < MIN_WORK else THREADS
-    ends = np.array([piece[1] for piece in pieces], dtype=np.int64)
-    cuts = np.searchsorted(ends, np.linspace(0, total, parts + 1)[1:-1], side="left").tolist()
-    bounds = [0, *cuts, len(pieces)]
-    return [pieces[a:b] for a, b in itertools.pairwise(bounds) if b > a]
-
-
-def _canonical(values: FloatArray, indices: npt.NDArray[np.integer], indptr: IntArray, n: int) -> sp.csr_matrix:
-    """The assembled matrix, marked canonical (each row's columns sorted, no duplicates: it is built so, and
-    tests/test_view_patch.py compares it with the built one) so that nothing checks every entry again."""
-    matrix = sp.csr_matrix((values, indices, indptr), shape=(n, n))
-    matrix.has_canonical_format = True
-    return matrix
-
-
-def _runs(copied: BoolArray, old_of: IntArray) -> IntArray:
-    """(start, end, first old row or -1) of each run of new rows that are all copied from consecutive old rows
-    or all built from keys: a patch after a small change has few, each one slice copy."""
-    n = len(copied)
-    if n == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    cut = np.ones(n, dtype=bool)
-    cut[1:] = (copied[1:] != copied[:-1]) | (copied[1:] & (old_of[1:] != old_of[:-1] + 1))
-    starts = np.flatnonzero(cut)
-    ends = np.append(starts[1:], n)
-    return np.column_stack([starts, ends, np.where(copied[starts], old_of[starts], -1)]).astype(np.int64)
 
 
 def _fresh_entries(
