@@ -14,6 +14,7 @@ import pytest
 
 from engram import Memory
 from engram.embed import HashEmbedder
+from engram.index.saved_walk import FILES as WALK_FILES
 from engram.index.state_file import ARRAYS
 from engram.store.snapshot import ROLES, read_latest_snapshot, snapshot_dir, write_snapshot
 from helpers import DOCS
@@ -73,7 +74,8 @@ def test_snapshot_has_checksums(tmp_path: Path) -> None:
     folder = only_snapshot(tmp_path / "m")
     assert (folder / "manifest.json").exists()
     vectors = {"manifest.json", *(f"{r}.npy" for r in ROLES), *(f"{r}-keys.json" for r in ROLES)}
-    assert {p.name for p in folder.iterdir()} == vectors | {"state.json"} | {f"state-{a}.npy" for a in ARRAYS}
+    state = {"state.json", *(f"state-{a}.npy" for a in ARRAYS)}
+    assert {p.name for p in folder.iterdir()} == vectors | state | set(WALK_FILES)  # the last view's walk too
 
 
 def table(rows: int) -> dict[str, tuple[list[str], np.ndarray]]:

@@ -189,6 +189,18 @@ def patched_walk(
     return _walk(adjacency, carried, root, inverse_root, dangling)
 
 
+def restored_walk(
+    adjacency: sp.csr_matrix,
+    data: FloatArray,
+    root: FloatArray,
+    inverse_root: FloatArray,
+    dangling: npt.NDArray[np.bool_],
+) -> SymmetricWalk:
+    """The `SymmetricWalk` of `adjacency` from its values and scaling as `symmetric_walk` computed them earlier
+    (saved with a memory's state: engram.index.saved_walk), without computing them again."""
+    return _walk(adjacency, data, root, inverse_root, dangling)
+
+
 def _roots(degree: FloatArray) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
     """(sqrt(degree), 1 / sqrt(degree), dangling) with 0 for the dangling (edgeless) nodes."""
     dangling = degree <= 0

@@ -26,6 +26,7 @@ from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
 from engram.index.assembly import assemble
 from engram.index.node_maps import node_maps
+from engram.index.saved_walk import current_base
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 from engram.store.records import PassageRow
@@ -51,11 +52,18 @@ def derive_edges(
     state: IndexState, alive: BoolArray, node_rows: IntArray, synonyms: tuple[IntArray, FloatArray]
 ) -> Edges:
     """The view's edge arrays (patched when the state holds a base and its changes), kept as the next base."""
+    if state.base_check is not None:  # a restored base: used once its files' checksums match
+        check, state.base_check = state.base_check, None
+        if not check.passed():
+            state.forget_patch_base()
     base, touched, n_phrases = state.patch_base, state.touched, len(state.phrases)
     size, weight = n_phrases + len(state.passages), state.config.context_weight
     syn_touched = state.synonyms.touched
     edges: Edges | None = None
-    if base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
+    if (same := current_base(state, node_rows)) is not None:  # nothing changed since: its arrays as they are
+        edges = Edges(same.relation, same.support, same.relation_keys, same.context, same.phrase_passages,
+                      same.adjacency, same.walk, True)  # fmt: skip
+    elif base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
         relation, support, keys = _patch_relation(base, touched.relation, state.relation)
         context, counts = _patch_context(base, touched.passages, state, alive)
         patched = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
@@ -70,7 +78,7 @@ def derive_edges(
         edges = Edges(relation, support, pair_keys(relation), context, counts, adjacency, walk, False)
     edges.phrase_passages.setflags(write=False)  # the view's and the next patch's base: shared, never changed
     kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, edges.relation_keys,
-                     context, edges.phrase_passages, edges.walk)  # fmt: skip
+                     edges.context, edges.phrase_passages, edges.walk)  # fmt: skip
     state.keep_patch_base(kept)
     return edges
 

@@ -29,6 +29,7 @@ from engram.index.saved_tables import Pairs, RowSets, Triples
 from engram.index.spares import Spares
 from engram.index.touched import PatchBase, Touched
 from engram.store.records import PassageRow
+from engram.store.snapshot import PendingCheck
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
@@ -112,6 +113,7 @@ class IndexState:
         self.patch_base: PatchBase | None = None
         self.spares = Spares()  # memory of patched views no longer read, for the next patch's arrays
         self.touched: Touched | None = None
+        self.base_check: PendingCheck | None = None  # a restored patch base's checksums, computed on a thread
 
     # passages -----------------------------------------------------------------------------------------
     def add_passage(self, row: PassageRow, vector: Vectors) -> int:

@@ -5,8 +5,9 @@ A snapshot `index/g<N>/` (engram.store.snapshot) also holds `state.json` (format
 width, passage ids and content hashes by row, the full rows of dead passages, phrase keys by row, relation
 strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
 each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
-edge supports, the canonical orders, the name table, the synonym lists). All are covered by the snapshot's
-checksum manifest.
+edge supports, the canonical orders, the name table, the synonym lists), and the current graph's edge arrays
+(`walk-<name>.npy`, engram.index.saved_walk: the last view's, derived at the save when changes came after it).
+All are covered by the snapshot's checksum manifest.
 The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
 
 It is used only for the generation it was written at, when every file matches its checksum and the alive
@@ -28,6 +29,8 @@ import numpy.typing as npt
 
 from engram.bulk import collector_paused
 from engram.config import GraphConfig
+from engram.index.edges import derive_edges
+from engram.index.saved_walk import current_base, restore_walk, walk_files
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
@@ -119,6 +122,10 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     arrays["context_offsets"], arrays["context_rows"] = _flat(state.passage_context)
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
     arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
+    node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
+    if current_base(state, node_rows) is None:  # changes no view has seen: the graph derived now, saved with them
+        derive_edges(state, np.array(state.passage_alive, dtype=bool), node_rows, state.synonyms.edges())
+    walk_writers, walk = walk_files(state, node_rows)
     meta = {
         "format": FORMAT,
         "generation": generation,
@@ -131,12 +138,13 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
         "totals": state.totals(),
         "names": names,
         "counted": "counts" in name_arrays,
+        "walk": walk,
     }
     text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     out: dict[str, Writer] = {"state.json": lambda h: h.write(text)}
     for name, array in arrays.items():
         out[f"state-{name}.npy"] = _array_writer(array)
-    return out
+    return out | walk_writers
 
 
 def _array_writer(array: Array) -> Writer:
@@ -167,6 +175,8 @@ def restore_state(
         raise
     if state is None or not vectors.passed():
         vectors.cancel()
+        if state is not None and state.base_check is not None:
+            state.base_check.cancel()
         return None
     return state, sums["state.json"]
 
@@ -197,6 +207,7 @@ def _restore(
         state.restored(meta["totals"], relations)
         synonyms = {k: arrays[f"synonym_{k}"] for k in ("rows", "offsets", "neighbours", "sims")}
         state.synonyms.restore(synonyms, state.phrases)
+        restore_walk(state, folder, sums, meta.get("walk"))
         return state
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
         log.warning("saved state in %s is not used (%s): it is rebuilt from the records", folder, exc)

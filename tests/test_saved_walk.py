@@ -1,0 +1,104 @@
+"""engram.index.saved_walk: the last view's edge arrays saved at close and taken back at open, so the first view
+after an open starts from them; a damaged or unfitting file is never used (the view is built, to the same bits)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from engram import Document, Memory
+from engram.embed import HashEmbedder
+from engram.index.saved_walk import FILES, restore_walk
+from engram.index.state import IndexState
+from helpers import DOCS, EXTRACTIONS
+from test_continual import CONFIG
+from test_view_patch import built, identical
+
+QUERIES = ["Who founded Acme Tools?", "Where was Alice Moreau born?", "What is the capital of Norway?"]
+MORE = Document("mill", "Anna Berg founded the North Mill near Oslo.", title="North Mill")
+MORE_EXTRACTION = {"id": "mill", "entities": ["Anna Berg", "North Mill", "Oslo"],
+                   "triples": [["Anna Berg", "founded", "North Mill"], ["North Mill", "is near", "Oslo"]]}  # fmt: skip
+
+
+def memory_at(path: Path) -> Memory:
+    return Memory(path, embedder=HashEmbedder(dim=64), config=CONFIG)
+
+
+def closed_after_a_query(path: Path) -> list[list[tuple[str, float]]]:
+    with memory_at(path) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        return ranked(memory)
+
+
+def ranked(memory: Memory) -> list[list[tuple[str, float]]]:
+    return [[(p.id, p.score) for p in r.passages] for r in memory.retrieve(QUERIES, 4)]
+
+
+def snapshot(path: Path) -> Path:
+    (folder,) = sorted((path / "index").glob("g*"))
+    return folder
+
+
+def test_the_first_view_after_an_open_is_the_saved_one_and_patches_on(tmp_path: Path) -> None:
+    before = closed_after_a_query(tmp_path / "m")
+    assert all((snapshot(tmp_path / "m") / name).exists() for name in FILES)
+    with memory_at(tmp_path / "m") as memory:
+        state = memory._live.load()
+        assert state.patch_base is not None and state.base_check is not None  # mapped, checked on a thread
+        first = memory._current()
+        assert first.patched and state.base_check is None  # taken as saved, not built
+        assert not first.walk.matrix.data.flags.writeable  # the saved file's read-only map, not a copy
+        identical(first, built(state))
+        assert ranked(memory) == before
+        memory.index([MORE], extractions=[MORE_EXTRACTION])
+        patched = memory._current()
+        assert patched.patched
+        identical(patched, built(memory._live.load()))
+        after = ranked(memory)
+    for name in FILES:  # the same memory opened without a saved walk: the same answers
+        (snapshot(tmp_path / "m") / name).unlink(missing_ok=True)
+    with memory_at(tmp_path / "m") as memory:
+        assert memory._live.load().patch_base is None
+        assert ranked(memory) == after
+
+
+def test_a_damaged_walk_file_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    before = closed_after_a_query(tmp_path / "m")
+    damaged = snapshot(tmp_path / "m") / "walk-walk.npy"
+    data = bytearray(damaged.read_bytes())
+    data[-3] ^= 0xFF  # a walk value, past the header
+    damaged.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING), memory_at(tmp_path / "m") as memory:
+        first = memory._current()
+        assert not first.patched  # built from the edges
+        identical(first, built(memory._live.load()))
+        assert ranked(memory) == before
+    assert "walk-walk.npy does not match its checksum" in caplog.text
+
+
+def test_changes_no_view_has_seen_are_saved_with_their_graph(tmp_path: Path) -> None:
+    with memory_at(tmp_path / "m") as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+        ranked(memory)
+        memory.index([MORE], extractions=[MORE_EXTRACTION])  # committed, never read: the close derives the graph
+    assert all((snapshot(tmp_path / "m") / name).exists() for name in FILES)
+    with memory_at(tmp_path / "m") as memory:
+        first = memory._current()
+        assert first.patched and not first.walk.matrix.data.flags.writeable
+        identical(first, built(memory._live.load()))
+        assert {"mill"} <= {p.id for r in memory.retrieve(["Who founded the North Mill?"], 5) for p in r.passages}
+
+
+def test_saved_arrays_that_do_not_fit_the_state_are_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    closed_after_a_query(tmp_path / "m")
+    folder = snapshot(tmp_path / "m")
+    sums = {name: "unchecked" for name in FILES}
+    state = IndexState(64, CONFIG.graph)  # an empty state: no phrase or passage rows
+    with caplog.at_level(logging.WARNING):
+        restore_walk(state, folder, sums, {"n_phrases": 0, "nodes": 3})
+    assert state.patch_base is None and state.base_check is None
+    assert "saved walk" in caplog.text and "do not fit" in caplog.text
