@@ -91,6 +91,18 @@ def test_changes_no_view_has_seen_are_saved_with_their_graph(tmp_path: Path) -> 
         assert {"mill"} <= {p.id for r in memory.retrieve(["Who founded the North Mill?"], 5) for p in r.passages}
 
 
+def test_a_memory_built_and_closed_without_a_view_saves_no_graph(tmp_path: Path) -> None:
+    """The save patches a view's graph but never builds one from every edge (the build's peak memory)."""
+    with memory_at(tmp_path / "m") as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+    assert not any((snapshot(tmp_path / "m") / name).exists() for name in FILES)
+    with memory_at(tmp_path / "m") as memory:
+        assert memory._live.load().patch_base is None
+        first = memory._current()
+        assert not first.patched
+        identical(first, built(memory._live.load()))
+
+
 def test_saved_arrays_that_do_not_fit_the_state_are_not_used(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -3,8 +3,11 @@ instead of building the graph's adjacency and walk from every edge (at 100k pass
 
 `walk_files` adds `walk-<name>.npy` files to the snapshot's state files (engram.index.state_file), under the
 same checksum manifest, when the state's patch base (engram.index.touched) is its current graph: no change
-recorded since the view it was taken from, and the same nodes (the save derives the graph first when it is
-not, so a memory indexed and closed without a query saves one too). `restore_walk` maps them read-only at open and
+recorded since the view it was taken from, and the same nodes. The save patches the base first when changes
+came after it (`patchable`), but never builds a graph from every edge: that is what the first query after an open
+does anyway, and at the end of a large build it would add its arrays to the build's peak memory (0.3 GiB at
+100k passages, bench/README.md). So a memory built and closed with no query in between saves no graph; the next
+session that reads it and writes saves one. `restore_walk` maps them read-only at open and
 holds them as the patch base, while a thread computes their checksums; the first view waits for that check
 (`IndexState.base_check`) and builds from the edges as before when a file does not match. Files that do not
 fit the state (sizes, node counts) are not used either. Either way the view is the built one to the bit.
@@ -54,6 +57,12 @@ def current_base(state: IndexState, node_rows: npt.NDArray[np.int64]) -> PatchBa
     if base.n_phrases != len(state.phrases) or not np.array_equal(base.node_rows, node_rows):
         return None
     return base
+
+
+def patchable(state: IndexState) -> bool:
+    """Whether the state holds a base that the changes recorded since it can patch (not past their limit)."""
+    touched, pairs = state.touched, state.synonyms.touched
+    return state.patch_base is not None and touched is not None and pairs is not None and len(pairs) <= touched.limit
 
 
 def walk_files(state: IndexState, node_rows: npt.NDArray[np.int64]) -> tuple[dict[str, Writer], dict[str, int] | None]:

@@ -6,8 +6,8 @@ width, passage ids and content hashes by row, the full rows of dead passages, ph
 strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
 each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
 edge supports, the canonical orders, the name table, the synonym lists), and the current graph's edge arrays
-(`walk-<name>.npy`, engram.index.saved_walk: the last view's, derived at the save when changes came after it).
-All are covered by the snapshot's checksum manifest.
+when the state holds its last view's (`walk-<name>.npy`, engram.index.saved_walk: patched at the save when
+changes came after that view). All are covered by the snapshot's checksum manifest.
 The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
 
 It is used only for the generation it was written at, when every file matches its checksum and the alive
@@ -30,7 +30,7 @@ import numpy.typing as npt
 from engram.bulk import collector_paused
 from engram.config import GraphConfig
 from engram.index.edges import derive_edges
-from engram.index.saved_walk import current_base, restore_walk, walk_files
+from engram.index.saved_walk import current_base, patchable, restore_walk, walk_files
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
@@ -123,7 +123,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
     arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
     node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
-    if current_base(state, node_rows) is None:  # changes no view has seen: the graph derived now, saved with them
+    if current_base(state, node_rows) is None and patchable(state):  # changes since the last view: patched now
         derive_edges(state, np.array(state.passage_alive, dtype=bool), node_rows, state.synonyms.edges())
     walk_writers, walk = walk_files(state, node_rows)
     meta = {
