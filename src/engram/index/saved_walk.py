@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from engram.graph.ppr import restored_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
-from engram.store.snapshot import PendingCheck, Writer
+from engram.store.snapshot import PendingCheck, Writer, array_writer
 
 NAMES = (
     "indptr",
@@ -86,15 +86,8 @@ def walk_files(state: IndexState, node_rows: npt.NDArray[np.int64]) -> tuple[dic
         "context": base.context,
         "phrase_passages": base.phrase_passages,
     }
-    writers = {f"walk-{name}.npy": _writer(array) for name, array in arrays.items()}
+    writers = {f"walk-{name}.npy": array_writer(array) for name, array in arrays.items()}
     return writers, {"n_phrases": base.n_phrases, "nodes": len(base.node_rows)}
-
-
-def _writer(array: Array) -> Writer:
-    def write(handle: Any) -> None:
-        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-
-    return write
 
 
 def restore_walk(state: IndexState, folder: Path, sums: dict[str, str], meta: dict[str, int] | None) -> None:

@@ -33,7 +33,7 @@ from engram.index.edges import derive_edges
 from engram.index.saved_walk import current_base, patchable, restore_walk, walk_files
 from engram.index.state import IndexState
 from engram.store.rows import PassageRow
-from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
+from engram.store.snapshot import ROLES, PendingCheck, Writer, array_writer, verified_files
 from engram.store.snapshot_parts import SavedFile, SavedPart, key_name, part_name, part_names
 
 FORMAT = 2
@@ -143,15 +143,8 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     out: dict[str, Writer] = {"state.json": lambda h: h.write(text)}
     for name, array in arrays.items():
-        out[f"state-{name}.npy"] = _array_writer(array)
+        out[f"state-{name}.npy"] = array_writer(array)
     return out | walk_writers
-
-
-def _array_writer(array: Array) -> Writer:
-    def write(handle: Any) -> None:
-        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-
-    return write
 
 
 def restore_state(
