@@ -26,7 +26,8 @@ import scipy.sparse as sp
 from engram.graph.ppr import restored_walk
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
-from engram.store.snapshot import PendingCheck, Writer, array_writer
+from engram.store.snapshot import PendingCheck, Writer
+from engram.store.snapshot_parts import array_writer
 
 NAMES = (
     "indptr",

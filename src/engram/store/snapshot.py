@@ -58,15 +58,6 @@ class SnapshotDamaged(Exception):
     """A snapshot that does not match its checksums or cannot be read (internal: never escapes this module)."""
 
 
-def array_writer(array: npt.NDArray[Any]) -> Writer:
-    """A `Writer` of one array as a .npy file (no pickled objects)."""
-
-    def write(handle: Any) -> None:
-        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-
-    return write
-
-
 def snapshot_dir(root: Path, generation: int) -> Path:
     return root / "index" / f"g{generation}"
 
