@@ -303,6 +303,11 @@ class IndexState:
     def forget_patch_base(self) -> None:
         self.patch_base = self.touched = self.synonyms.touched = None
 
+    def canonical_nodes(self, order: dict[str, IntArray]) -> IntArray:
+        """The graph's nodes in canonical order, as rows of the node space (phrase rows, then passage rows after
+        them), from `canonical_rows()`."""
+        return np.concatenate([order["phrase"], len(self.phrases) + order["passage"]]).astype(np.int64)
+
     def canonical_rows(self) -> dict[str, IntArray]:
         """Rows of the alive passages, phrases and facts, each sorted by key (the graph's node order)."""
         return {

@@ -122,7 +122,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     arrays["context_offsets"], arrays["context_rows"] = _flat(state.passage_context)
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
     arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
-    node_rows = np.concatenate([order["phrase"], len(state.phrases) + order["passage"]]).astype(np.int64)
+    node_rows = state.canonical_nodes(order)
     if current_base(state, node_rows) is None and patchable(state):  # changes since the last view: patched now
         derive_edges(state, np.array(state.passage_alive, dtype=bool), node_rows, state.synonyms.edges())
     walk_writers, walk = walk_files(state, node_rows)

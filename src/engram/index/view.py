@@ -235,11 +235,10 @@ def view(state: IndexState) -> GraphIndex:
     patched from the previous view's when few edges changed, engram.index.edges). The edge arrays are derived
     on the calling thread while a pool thread copies the tables and ranks the rows: both only read the state
     (a caller holds it still), and neither part's arrays depend on the other's."""
-    n_phrases = len(state.phrases)
     alive = np.array(state.passage_alive, dtype=bool)
     synonyms = state.synonyms.edges()
     order = state.canonical_rows()
-    node_rows = np.concatenate([order["phrase"], n_phrases + order["passage"]]).astype(np.int64)
+    node_rows = state.canonical_nodes(order)
     calls: list[Callable[[], object]] = [
         partial(derive_edges, state, alive, node_rows, synonyms),
         partial(_rows, state, order),
