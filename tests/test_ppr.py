@@ -128,8 +128,21 @@ def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch)
         assert np.array_equal(parallel.matvec(blocks, x), walk.matrix @ x)
     vectors = rng.standard_normal((3001, 64)).astype(np.float32)
     vector = rng.standard_normal(64).astype(np.float32)
-    assert np.array_equal(parallel.row_dots(vectors, vector), np.einsum("ij,j->i", vectors, vector))
-    assert np.array_equal(parallel.row_dots(vectors[1:], vector), parallel.row_dots(vectors, vector)[1:])
+    exact = vectors.astype(np.float64) @ vector.astype(np.float64)
+    for kernel in ("einsum", "simsimd"):
+        monkeypatch.setattr(parallel, "DOT_KERNEL", kernel)
+        whole = parallel.row_dots(vectors, vector)
+        assert np.abs(whole - exact).max() < 1e-5  # the oracle: float64 dots
+        if kernel == "einsum" or parallel.dot_kernel() is None:
+            assert np.array_equal(whole, np.einsum("ij,j->i", vectors, vector))
+        # a row's float does not depend on its position, the block it is in or the threads
+        assert np.array_equal(parallel.row_dots(vectors[1:], vector), whole[1:])
+        assert np.array_equal(parallel.row_dots(vectors[::2], vector), whole[::2])
+        assert np.array_equal(parallel.row_dots(np.ascontiguousarray(vectors[7:9]), vector), whole[7:9])
+        monkeypatch.setattr(parallel, "THREADS", 1)
+        assert np.array_equal(parallel.row_dots(vectors, vector), whole)
+        monkeypatch.setattr(parallel, "THREADS", 3)
+        assert parallel.row_dots(vectors[:0], vector).shape == (0,)
 
 
 def test_chunked_solver_agrees_and_its_floats_do_not_depend_on_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
