@@ -7,6 +7,8 @@ gains nothing); `ENGRAM_DOT_KERNEL=einsum` scores rows by numpy's loop even wher
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import itertools
 import os
 import threading
@@ -130,11 +132,10 @@ def dot_kernel() -> Any:
     if DOT_KERNEL != "simsimd":
         return None
     if not _kernels:
-        try:
-            import simsimd
-        except ImportError:
-            simsimd = None
-        _kernels.append(simsimd)
+        found: Any = None
+        if importlib.util.find_spec("simsimd") is not None:
+            found = importlib.import_module("simsimd")
+        _kernels.append(found)
     return _kernels[0]
 
 
