@@ -4,6 +4,7 @@ retrieval gives what a full scan of the float32 facts gives (a memory with `fact
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -164,3 +165,35 @@ def test_codes_of_the_former_format_are_encoded_again_and_replaced(pair: tuple[P
     assert (folder / "fact.codes.npy").exists() and not (folder / "fact.faiss").exists()
     with opened(on, "on") as memory, opened(off, "off") as oracle:
         assert results(memory) == results(oracle) and codes_of(memory).mapped
+
+
+def test_the_checksum_begun_at_open_is_used_unless_the_file_changed(
+    pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Opening starts the codes file's checksum on a thread; the first query takes its result (the file is not
+    hashed again), but not when the file was replaced after the check began: then the new file is checked."""
+    from engram.index import codes_cache
+
+    on, off = pair
+    folder = on / "index" / "codes"
+
+    def no_second_hash(*args: object) -> None:
+        raise AssertionError("the codes were hashed again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(codes_cache, "verify_files", no_second_hash)
+        with opened(on, "on") as memory, opened(off, "off") as oracle:
+            assert results(memory) == results(oracle)
+            assert codes_of(memory).mapped
+    with caplog.at_level(logging.WARNING), opened(on, "on") as memory, opened(off, "off") as oracle:
+        memory.stats()  # opened: the state is read, the codes' check begun
+        loader = memory._live.state.fact_codes.loader  # type: ignore[union-attr]
+        assert isinstance(loader, functools.partial) and loader.args[2] is not None
+        assert loader.args[2].error() == ""  # open's check passed on the file as it was
+        data = bytearray((folder / "fact.codes.npy").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (folder / "swap.npy").write_bytes(bytes(data))
+        (folder / "swap.npy").replace(folder / "fact.codes.npy")  # a new file after open's check began
+        assert results(memory) == results(oracle)
+        assert not codes_of(memory).mapped  # the new file failed its own check: encoded again
+    assert "does not match its checksum" in caplog.text

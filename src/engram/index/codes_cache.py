@@ -13,6 +13,9 @@ more). Fact rows only grow and never change, so codes stay valid for the states 
 keeps the file renames its state in the manifest; rows added since (up to `CodedRows.tail_rows`) are scored
 exactly until a save writes the codes again. Files are written under temporary names and renamed into place;
 the manifest is removed before a file is replaced.
+
+Opening a memory starts the file's checksum on a thread (`check_codes`), so the first query, which loads the
+codes, waits for what is left of it instead of hashing the whole file itself.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import numpy as np
 from engram.index.coded import SavedCodes, available, use_codes
 from engram.index.state import IndexState
 from engram.store.manifest import atomic_write_text
-from engram.store.snapshot import CRC, SnapshotDamaged, file_checksum, verify_files
+from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 
 FOLDER = ("index", "codes")
 CODES_FILE = "fact.codes.npy"
@@ -54,15 +57,32 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     atomic_write_text(folder / "manifest.json", json.dumps(manifest))
 
 
-def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
-    """The saved codes of `state`'s fact rows, mapped read-only, when their manifest names the saved state
-    `state` was restored from and the file matches its checksum; else None (logged when damaged)."""
+def check_codes(root: Path, state: IndexState) -> PendingCheck | None:
+    """The saved codes' checksum, started on a thread when their manifest names the saved state `state` was
+    restored from (None otherwise): `load_codes` takes its result instead of hashing the file again."""
     folder = _folder(root)
     manifest = _manifest(folder)
     if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
         return None
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not isinstance(files.get(CODES_FILE), str):
+        return None
+    return PendingCheck(folder, files, [CODES_FILE])
+
+
+def load_codes(root: Path, state: IndexState, check: PendingCheck | None = None) -> SavedCodes | None:
+    """The saved codes of `state`'s fact rows, mapped read-only, when their manifest names the saved state
+    `state` was restored from and the file matches its checksum; else None (logged when damaged). `check`
+    (from `check_codes`) is the file's checksum begun earlier: used when it checked the file and checksum the
+    manifest names now, else stopped and the file hashed here."""
+    folder = _folder(root)
+    manifest = _manifest(folder)
+    if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
+        if check is not None:
+            check.cancel()
+        return None
     try:
-        verify_files(folder, manifest["files"], [CODES_FILE])
+        _verify(folder, manifest, check)
         codes = np.load(folder / CODES_FILE, mmap_mode="r", allow_pickle=False)
         scales = np.asarray(manifest["scales"], dtype=np.float32).reshape(-1)
         outliers = np.asarray(manifest["outliers"], dtype=np.int64).reshape(-1)
@@ -81,6 +101,23 @@ def load_codes(root: Path, state: IndexState) -> SavedCodes | None:
         return None
     error, size, norm = numbers
     return SavedCodes(codes, scales, error, size, norm, outliers)
+
+
+def _verify(folder: Path, manifest: dict[str, Any], check: PendingCheck | None) -> None:
+    """Raise `SnapshotDamaged` unless the codes file matches the manifest's checksum: `check`'s result when it
+    hashed this file (unchanged since) against that checksum, else a check made now."""
+    files = manifest["files"]
+    if not isinstance(files, dict):
+        raise ValueError("its manifest lists no files")
+    if check is not None and check.sums.get(CODES_FILE) == files.get(CODES_FILE) and check.unchanged():
+        error = check.error()
+        if error:
+            raise SnapshotDamaged(error)
+        if check.unchanged():  # not replaced while it was hashed
+            return
+    elif check is not None:
+        check.cancel()
+    verify_files(folder, files, [CODES_FILE])
 
 
 def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -> None:

@@ -13,7 +13,8 @@ from engram.embed.base import Embedder
 from engram.errors import ConflictError
 from engram.index.ann_cache import load_ann, start_check
 from engram.index.bm25 import BM25Index
-from engram.index.codes_cache import load_codes, save_codes
+from engram.index.coded import available, use_codes
+from engram.index.codes_cache import check_codes, load_codes, save_codes
 from engram.index.commit import (
     VectorSource,
     fill_vectors,
@@ -95,7 +96,9 @@ class LiveIndex:
                 restored = token is not None
                 self.state.saved_as = token
                 if self.root is not None:
-                    self.state.fact_codes.loader = partial(load_codes, self.root, self.state)
+                    coded = available() and use_codes(self.config, len(self.state.facts))
+                    check = check_codes(self.root, self.state) if coded else None  # hashed while the caller goes on
+                    self.state.fact_codes.loader = partial(load_codes, self.root, self.state, check)
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     self._lazy_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
