@@ -1,5 +1,6 @@
-"""The default method's last two rules (engram.retrieve.default, engram.retrieve.named): only the names the query
-writes as names are linked, and dense retrieval's best passage stays first."""
+"""The default method's later rules (engram.retrieve.default, engram.retrieve.named, engram.retrieve.links): only
+the names the query writes as names are linked, dense retrieval's best passage stays first, fact seeds are weighed
+by their gap to the best fact, and the names inside fact seeds' names are seeded too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from engram import Document, Memory
 from engram.embed import HashEmbedder
 from engram.retrieve.default import combined_seeds, dense_first, fact_weights
-from engram.retrieve.links import link_seeds, lookup_for
+from engram.retrieve.links import inner_seeds, link_seeds, lookup_for
 from engram.retrieve.named import named_only, written_as_names
 from engram.retrieve.ranking import GraphRanking
 from engram.retrieve.scoring import gap_weights, top_k
@@ -117,7 +118,8 @@ def test_fact_seeds_weigh_each_fact_by_its_gap_to_the_best(memory: Memory) -> No
         config = memory.config.retrieve
         none: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0))
         for temperature in (0.02, 0.5, None):
-            rows, weights = combined_seeds(view, none, kept, scores, replace(config, fact_temperature=temperature))
+            rule = replace(config, fact_temperature=temperature, inner_name_weight=0.0)
+            rows, weights = combined_seeds(view, none, kept, scores, rule)
             sums: dict[int, list[float]] = {}
             for fact in kept:
                 if temperature is None:
@@ -159,3 +161,47 @@ def test_one_query_is_solved_from_its_reset_support_as_a_batch_solves_it(
     for i in graph:
         assert [p.id for p in alone[i].passages] == [p.id for p in batch[i].passages]
         assert np.allclose([p.score for p in alone[i].passages], [p.score for p in batch[i].passages], rtol=1e-12)
+
+
+def test_the_names_inside_a_fact_seeds_name_are_seeded(tmp_path: Path) -> None:
+    """"west chicago high school" (a fact seed) holds the phrase node "west chicago": seeded at
+    inner_name_weight x the parent's weight x its specificity (the idf of its rarest word over the passages,
+    counted here by hand) over its passage count; none at weight 0, and the paper's method is unchanged."""
+    docs = [
+        *DOCS,
+        Document("fawell", "Harris Fawell is a graduate of West Chicago High School.", title="Harris Fawell"),
+        Document("west", "West Chicago is a city in DuPage County, Illinois.", title="West Chicago"),
+        Document("fire", "The Chicago Fire of 1871 burned the city.", title="Chicago Fire"),
+    ]
+    extractions = [
+        *EXTRACTIONS,
+        {"id": "fawell", "triples": [["harris fawell", "is a graduate of", "west chicago high school"]]},
+        {"id": "west", "triples": [["west chicago", "is in", "dupage county"], ["west chicago", "in", "illinois"]]},
+        {"id": "fire", "triples": [["chicago fire", "happened in", "1871"], ["chicago fire", "burned", "chicago"]]},
+    ]
+    query = "In what county is the school Harris Fawell graduated from?"
+    with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
+        memory.index(docs, extractions=extractions)
+        view = memory.context().view
+        lookup = lookup_for(view)
+        assert lookup.inside("west chicago high school") == ["west chicago"]  # longest first, consumed
+        assert lookup.inside("west chicago") == lookup.inside("chicago fire") == ["chicago"]
+        assert lookup.inside("chicago") == [] and lookup.inside("harris fawell") == []  # never the name itself
+        config = memory.config.retrieve
+        seeds = {}
+        for w in (config.inner_name_weight, 0.0):
+            found = memory.retrieve(query, 5, config=replace(config, inner_name_weight=w))[0]
+            seeds[w] = {s.phrase: s.weight for s in found.seeds}
+        paper = [memory.retrieve(query, 5, "hipporag2-paper", config=replace(config, inner_name_weight=w))[0]
+                 for w in (0.15, 0.0)]
+        row = view.tables.phrases.index("west chicago high school")
+        (inner_rows, inner_weights) = inner_seeds(view, np.array([row], dtype=np.int64), np.array([0.5]))
+    passages = len(docs)  # "west" is in two passages' phrases (fawell's, west's), "chicago" in three
+    specificity = np.log((passages + 1) / 3) / np.log(passages + 1)
+    assert config.inner_name_weight > 0 and seeds[config.inner_name_weight]["west chicago high school"] == 0.5
+    added = seeds[config.inner_name_weight]["west chicago"] - seeds[0.0].get("west chicago", 0.0)
+    assert np.isclose(added, config.inner_name_weight * 0.5 * specificity)  # one passage holds "west chicago"
+    assert [view.tables.phrases[r] for r in inner_rows.tolist()] == ["west chicago"]
+    assert np.isclose(float(inner_weights[0]), 0.5 * specificity)
+    assert [p.id for p in paper[0].passages] == [p.id for p in paper[1].passages]
+    assert [s.weight for s in paper[0].seeds] == [s.weight for s in paper[1].seeds]

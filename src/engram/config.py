@@ -50,8 +50,9 @@ class RetrieveConfig:
     `fact_seed_weight`, weighs each fact's score exp((score - best) / `fact_temperature`) instead of min-max
     (None: min-max, as the paper), and seeds passages with `prior_weight` x exp((cos - best) /
     `prior_temperature`) instead of `passage_weight` x min-max; it links only the names the query writes as
-    names (`named_links`, engram.retrieve.named) and keeps dense retrieval's best passage first (`dense_first`);
-    `hipporag2-paper` ignores these eight."""
+    names (`named_links`, engram.retrieve.named), seeds the phrases named inside the fact seeds' names at
+    `inner_name_weight` x their parent's weight (0: none) and keeps dense retrieval's best passage first
+    (`dense_first`); `hipporag2-paper` ignores these nine."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -66,6 +67,7 @@ class RetrieveConfig:
     prior_temperature: float = 0.02
     fact_temperature: float | None = 0.02
     named_links: bool = True
+    inner_name_weight: float = 0.15
     dense_first: bool = True
 
 

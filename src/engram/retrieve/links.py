@@ -11,6 +11,9 @@ scaled to [0, 1] by log(passages + 1), divided by the number of passages the phr
 paper's node specificity). Common words ("country", "city") link with a small weight, names with a large
 one. The names and word counts are kept by the index as phrases come and go (`engram.index.names`), so a
 new view's `PhraseLookup` costs nothing to make.
+
+The same scan over a seeded phrase's own name finds the phrase nodes named inside it (`inner_seeds`), which
+the default method seeds at a fraction of their parent's weight (`retrieve.inner_name_weight`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from engram.index.view import GraphIndex
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-__all__ = ["PhraseLookup", "build_lookup", "fold", "link_seeds", "lookup_for"]
+__all__ = ["PhraseLookup", "build_lookup", "fold", "inner_seeds", "link_seeds", "lookup_for"]
 
 
 @dataclass(frozen=True)
@@ -68,11 +71,21 @@ class PhraseLookup:
     def link(self, query: str) -> list[str]:
         """Folded names found in `query`, longest match first at each position, each name once."""
         words = fold(query).split()
+        return self._scan(words, self.longest)
+
+    def inside(self, name: str) -> list[str]:
+        """Folded names found inside the phrase name `name` (folded), itself left out, as `link` finds them:
+        "west chicago high school" holds "west chicago" when that is a phrase name."""
+        words = fold(name).split()
+        return self._scan(words, min(self.longest, len(words) - 1))
+
+    def _scan(self, words: list[str], longest: int) -> list[str]:
+        """Names of at most `longest` words in `words`, left to right, the longest at each position."""
         rows = self.rows
         found: dict[str, None] = {}
         i = 0
         while i < len(words):
-            for size in range(min(self.longest, len(words) - i), 0, -1):
+            for size in range(min(longest, len(words) - i), 0, -1):
                 name = " ".join(words[i : i + size])
                 if name in rows:
                     found[name] = None
@@ -120,3 +133,21 @@ def link_seeds(
                 weights.append(weight / float(counts[row]))
         out.append((np.array(rows, dtype=np.int64), np.array(weights, dtype=np.float64)))
     return out
+
+
+def inner_seeds(index: GraphIndex, rows: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArray]:
+    """The phrase nodes named inside the names of phrase `rows` (`PhraseLookup.inside`), each weighted as a
+    query link is (specificity / passages containing it) times the weight of the row whose name holds it. A
+    bridge often enters a fact inside a longer name: "Fawell is a graduate of West Chicago High School" seeds
+    "west chicago high school", and the city's page is a node away from "west chicago" alone."""
+    lookup = lookup_for(index)
+    counts = np.maximum(index.phrase_passage_counts, 1.0)
+    out_rows: list[int] = []
+    out_weights: list[float] = []
+    for row, weight in zip(rows.tolist(), weights.tolist()):
+        for name in lookup.inside(index.tables.phrases[row]):
+            share = weight * lookup.specificity(name)
+            for inner in lookup.rows[name]:
+                out_rows.append(inner)
+                out_weights.append(share / float(counts[inner]))
+    return np.array(out_rows, dtype=np.int64), np.array(out_weights, dtype=np.float64)
