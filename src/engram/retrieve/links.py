@@ -126,13 +126,20 @@ def link_seeds(
         rows: list[int] = []
         weights: list[float] = []
         names = lookup.link(query)
-        for name in keep(query, names) if keep is not None else names:
-            weight = lookup.specificity(name)
-            for row in lookup.rows[name]:
-                rows.append(row)
-                weights.append(weight / float(counts[row]))
+        _weigh(lookup, keep(query, names) if keep is not None else names, counts, 1.0, rows, weights)
         out.append((np.array(rows, dtype=np.int64), np.array(weights, dtype=np.float64)))
     return out
+
+
+def _weigh(
+    lookup: PhraseLookup, names: Sequence[str], counts: FloatArray, scale: float, rows: list[int], weights: list[float]
+) -> None:
+    """Append each name's alive rows and their weights, `scale` x specificity / passages containing the row."""
+    for name in names:
+        weight = scale * lookup.specificity(name)
+        for row in lookup.rows[name]:
+            rows.append(row)
+            weights.append(weight / float(counts[row]))
 
 
 def inner_seeds(index: GraphIndex, rows: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArray]:
@@ -145,9 +152,5 @@ def inner_seeds(index: GraphIndex, rows: IntArray, weights: FloatArray) -> tuple
     out_rows: list[int] = []
     out_weights: list[float] = []
     for row, weight in zip(rows.tolist(), weights.tolist()):
-        for name in lookup.inside(index.tables.phrases[row]):
-            share = weight * lookup.specificity(name)
-            for inner in lookup.rows[name]:
-                out_rows.append(inner)
-                out_weights.append(share / float(counts[inner]))
+        _weigh(lookup, lookup.inside(index.tables.phrases[row]), counts, weight, out_rows, out_weights)
     return np.array(out_rows, dtype=np.int64), np.array(out_weights, dtype=np.float64)
