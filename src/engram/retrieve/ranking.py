@@ -106,7 +106,10 @@ def rank_full_graph(
     are certain (`GraphIndex.ppr`): the ranking is the exact solution's, the masses within a certified bound."""
     columns = {qi: col for col, qi in enumerate(qi for qi, r in enumerate(resets) if r is not None)}
     stacked = [r for r in resets if r is not None]
-    ranks = index.passage_ppr(np.stack(stacked, axis=1), damping, top=k) if stacked else None
+    ranks = None
+    if stacked:  # one query's column is a view of its reset, not a copy of every node's entry
+        matrix = stacked[0][:, None] if len(stacked) == 1 else np.stack(stacked, axis=1)
+        ranks = index.passage_ppr(matrix, damping, top=k)
     out: list[GraphRanking] = []
     for qi, reset in enumerate(resets):
         candidates, kept, filtered = evidence[qi]
