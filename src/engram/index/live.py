@@ -91,13 +91,16 @@ class LiveIndex:
         with self.lock:
             generation = self.store.generation
             if self.state is None or generation != self.generation:
+                opening = self.state is None
                 self.state, changed, token = self._load_state(generation)
                 spill_vectors(self.root, self.state)  # rows a rebuild from the records appended
                 restored = token is not None
                 self.state.saved_as = token
                 if self.root is not None:
-                    coded = available() and use_codes(self.config, len(self.state.facts))
-                    check = check_codes(self.root, self.state) if coded else None  # hashed while the caller goes on
+                    # at open, the codes are hashed while the caller goes on; a reload (another process
+                    # committed), which may see no query before the next one, leaves that to its first search
+                    coded = opening and available() and use_codes(self.config, len(self.state.facts))
+                    check = check_codes(self.root, self.state) if coded else None
                     self.state.fact_codes.loader = partial(load_codes, self.root, self.state, check)
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     self._lazy_ann(self.root, self.state)
