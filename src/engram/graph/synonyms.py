@@ -299,6 +299,12 @@ class SynonymLists:
                 self._set(row, self._order(neighbours))
         return changed
 
+    def replace(self, lists: dict[int, list[Neighbour]]) -> None:
+        """Set the given rows' lists as they are given (another process's search found them: see
+        engram.index.refresh); the other rows keep theirs."""
+        for row, neighbours in lists.items():
+            self._set(row, self._order(neighbours))
+
     def load(self, lists: dict[int, list[Neighbour]]) -> None:
         self.lists, self.incoming, self._edges = ListTable(), IncomingTable(), EdgeTable()
         self._edge_arrays.reset()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from engram.index.commit import (
     spill_vectors,
     synonym_payload,
 )
+from engram.index.refresh import Change, StaleLog, replay
 from engram.index.state import IndexState
 from engram.index.state_file import restore_state
 from engram.index.view import GraphIndex, passage_text, view
@@ -30,6 +32,7 @@ from engram.store.base import Store, Tx
 from engram.store.snapshot import PendingCheck, load_snapshot, snapshot_dir
 from engram.types import Progress
 
+log = logging.getLogger(__name__)
 READERS_ABOUT = 30.0  # seconds after another thread's read during which commits derive the next view themselves
 CONFLICT = "the memory was changed by another writer meanwhile: run the command again"
 
@@ -90,6 +93,8 @@ class LiveIndex:
         """The state of the latest committed generation (reloaded when another process committed one)."""
         with self.lock:
             generation = self.store.generation
+            if self.state is not None and generation != self.generation and self._replayed(generation):
+                return self.state
             if self.state is None or generation != self.generation:
                 opening = self.state is None
                 self.state, changed, token = self._load_state(generation)
@@ -113,6 +118,28 @@ class LiveIndex:
                 # a snapshot without the saved state (an older format, damaged) is written again on close
                 self.dirty = self.root is not None and (not restored or self._snapshot_damaged)
             return self.state
+
+    def _replayed(self, generation: int) -> bool:
+        """Bring the state to `generation` by replaying the store's commit log (engram.index.refresh); False
+        when the store keeps none for these generations (a directory: its snapshot, else a reload), or the log
+        does not describe the records (then the state is dropped, and the caller reloads it)."""
+        if self.root is not None or self.state is None or generation < self.generation:
+            return False
+        entries = self.store.changes_since(self.generation, generation)
+        if entries is None:
+            return False
+        try:
+            replay(self.state, self.store, self.source(), entries)
+        except StaleLog as exc:
+            log.warning("%s: reloading the memory (%s)", self.store.location, exc)
+            self.state = None
+            return False
+        except BaseException:
+            self.state = None  # half replayed: never read
+            raise
+        with self._view_lock:
+            self.index, self.generation, self._bm25 = None, generation, None
+        return True
 
     @staticmethod
     def _lazy_ann(root: Path, state: IndexState, check: PendingCheck | None = None) -> None:
@@ -199,11 +226,13 @@ class LiveIndex:
         progress: Progress | None = None,
         timings: dict[str, float] | None = None,
         expected: int | None = None,
+        logged: Change | None = None,
     ) -> None:
         """Apply `mutate` to the live state, fill vectors and synonym lists, then commit `writes`, the changed
         synonym lists and the next generation number in one transaction. On any failure the in-memory state
         is dropped and reloaded from the (unchanged) records on next use. `expected`: the generation the
-        caller prepared its change against; a newer one means another writer came first."""
+        caller prepared its change against; a newer one means another writer came first. `logged`: what
+        `mutate` does, for the store's commit log (other processes replay it; without it they reload)."""
         clock = _Clock(timings)
         with self.lock:
             state, base = self.load(), self.generation
@@ -229,6 +258,8 @@ class LiveIndex:
                         raise ConflictError(CONFLICT)
                     writes(db)
                     self.store.write_synonyms(db, synonym_payload(state, changed))
+                    if logged is not None:
+                        self.store.log_change(db, base + 1, logged.logged([state.phrases[r] for r in changed]))
                     self.store.set_meta(db, "generation", str(base + 1))
                     self.store.set_meta(db, "synonym_lists", "1")
                 clock.lap("commit")

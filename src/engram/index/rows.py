@@ -109,8 +109,9 @@ class Part:
 class Rows:
     """A growable float32 matrix in blocks: `parts`, saved matrices taken as they are (the parts of a snapshot),
     then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped shared), then `tail`,
-    the rows appended since, in memory (capacity grows by half: the slack is RAM). Appending never copies the
-    parts, so the first change after opening a large memory does not pull its vectors into RAM."""
+    the rows appended since, in memory (capacity grows by half, or to a quarter more than a large append needs:
+    the slack is RAM once written). Appending never copies the parts, so the first change after opening a large
+    memory does not pull its vectors into RAM."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
@@ -126,7 +127,9 @@ class Rows:
     def append(self, vectors: Vectors) -> None:
         need = self.tail_size + len(vectors)
         if need > len(self.tail):
-            grown = np.zeros((max(need, len(self.tail) + len(self.tail) // 2), self.dim), dtype=np.float32)
+            # a quarter more than needed: a state loaded into RAM (no snapshot) is not copied again by its first
+            # change (np.zeros maps untouched pages lazily, so the slack costs no RAM until it is written)
+            grown = np.zeros((max(need + need // 4, len(self.tail) + len(self.tail) // 2), self.dim), dtype=np.float32)
             grown[: self.tail_size] = self.tail[: self.tail_size]
             self.tail = grown
         self.tail[self.tail_size : need] = vectors

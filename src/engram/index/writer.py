@@ -16,6 +16,7 @@ from engram.extract.runner import ExtractionRun
 from engram.extract.session import LLMSession
 from engram.index.live import LiveIndex
 from engram.index.pipeline import apply_extractions, staged_writes
+from engram.index.refresh import Change
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text
 from engram.ingest.prepare import EmbedFit, Prepared, as_document, document_hash, prepare
@@ -161,7 +162,8 @@ class Writer:
             self.store.delete_documents(db, removed_docs, orphans)
             add(db)
 
-        self.live.change(mutate, writes, progress, report.timings, expected)
+        logged = Change([*orphans], [p.id for p in prepared.passages], sorted(rows))
+        self.live.change(mutate, writes, progress, report.timings, expected, logged)
 
     def orphans(self, removed_docs: list[str]) -> list[str]:
         """The passages of `removed_docs` (each document owns its passages)."""
@@ -204,7 +206,7 @@ class Writer:
                     for i in state.alive_with_content(digest):
                         state.set_triples(i, row.status, row.triples if row.status == "done" else [])
 
-            self.live.change(mutate, lambda db: None, progress, report.timings, expected)
+            self.live.change(mutate, lambda db: None, progress, report.timings, expected, Change(contents=sorted(rows)))
 
     def to_extract(self, index: GraphIndex, redo: str | None, identity: str | None) -> list[PassageRow]:
         """The alive passages without a finished extraction; with `redo="other"` also those whose extraction

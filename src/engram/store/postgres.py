@@ -33,6 +33,7 @@ except ImportError as exc:
 
 __all__ = ["PostgresStore"]
 
+LOG_KEPT = 1000  # generations whose changes the commit log keeps
 _USAGE_COLUMNS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
 _EXTRACTION_UPSERT = (
     "INSERT INTO extractions (content_hash, status, entities, triples, dropped, source, error, attempts, updated) "
@@ -197,6 +198,14 @@ class PostgresStore:
         )
         return [PassageRow(i, d, t, x, h, self._json(m) if m else {}) for i, d, t, x, h, m in rows]
 
+    def passages_by_id(self, ids: Sequence[str]) -> list[PassageRow]:
+        rows = self._read(
+            "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
+            'LEFT JOIN documents d ON d.id = p.doc_id WHERE p.id = ANY(%s) ORDER BY p.id COLLATE "C"',
+            (list(ids),),
+        )
+        return [PassageRow(i, d, t, x, h, self._json(m) if m else {}) for i, d, t, x, h, m in rows]
+
     def counts(self) -> dict[str, int]:
         return {t: int(self._read(f"SELECT COUNT(*) FROM {t}")[0][0]) for t in ("documents", "passages", "llm_cache")}
 
@@ -284,6 +293,30 @@ class PostgresStore:
         rows = sorted((p, n, s) for p, items in lists.items() for n, s in items)
         if rows:  # (COPY would be faster, but cannot run inside the transaction's pipeline)
             self._many(db, "INSERT INTO synonyms (phrase, neighbour, sim) VALUES (%s, %s, %s)", rows)
+
+    def synonym_lists_for(self, phrases: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {}
+        for phrase, neighbour, sim in self._read(
+            "SELECT phrase, neighbour, sim FROM synonyms WHERE phrase = ANY(%s)", (list(phrases),)
+        ):
+            out.setdefault(str(phrase), []).append((str(neighbour), float(sim)))
+        return out
+
+    # the commit log ---------------------------------------------------------------------------------------
+    def log_change(self, db: Any, generation: int, change: str) -> None:
+        """Log `generation`'s change and drop the entries `LOG_KEPT` generations older (a process that far behind
+        reloads everything)."""
+        db.execute("INSERT INTO commits (generation, change) VALUES (%s, %s)", (generation, change))
+        db.execute("DELETE FROM commits WHERE generation <= %s", (generation - LOG_KEPT,))
+
+    def changes_since(self, generation: int, latest: int) -> list[str] | None:
+        rows = self._read(
+            "SELECT generation, change FROM commits WHERE generation > %s AND generation <= %s ORDER BY generation",
+            (generation, latest),
+        )
+        if [int(r[0]) for r in rows] != list(range(generation + 1, latest + 1)):
+            return None
+        return [str(r[1]) for r in rows]
 
     # LLM response cache and usage -----------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:

@@ -296,6 +296,24 @@ class RecordStore:
             ((p, n, s) for p, items in lists.items() for n, s in items),
         )
 
+    def synonym_lists_for(self, phrases: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
+        out: dict[str, list[tuple[str, float]]] = {}
+        for start in range(0, len(phrases), 500):
+            part = list(phrases[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for phrase, neighbour, sim in self._read(
+                f"SELECT phrase, neighbour, sim FROM synonyms WHERE phrase IN ({marks})", tuple(part)
+            ):
+                out.setdefault(phrase, []).append((neighbour, float(sim)))
+        return out
+
+    # the commit log: a directory keeps none (another process's commits are read from its snapshot, or reloaded)
+    def log_change(self, db: sqlite3.Connection, generation: int, change: str) -> None:
+        return None
+
+    def changes_since(self, generation: int, latest: int) -> list[str] | None:
+        return None
+
     # lookups by key -----------------------------------------------------------------------------------
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -308,6 +326,22 @@ class RecordStore:
             )
             out.update((h, bytes(v)) for h, v in rows)
         return out
+
+    def passages_by_id(self, ids: Sequence[str]) -> list[PassageRow]:
+        out: list[PassageRow] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            rows = self._read(
+                "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
+                f"LEFT JOIN documents d ON d.id = p.doc_id WHERE p.id IN ({marks})",
+                tuple(part),
+            )
+            path = self.path
+            out.extend(
+                PassageRow(i, d, t, x, h, {} if m in EMPTY else loads_column(m, path)) for i, d, t, x, h, m in rows
+            )
+        return sorted(out, key=lambda row: row.id.encode("utf-8"))
 
     def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]:
         out: dict[str, ExtractionRow] = {}
