@@ -120,10 +120,11 @@ class LiveIndex:
             return self.state
 
     def _replayed(self, generation: int) -> bool:
-        """Bring the state to `generation` by replaying the store's commit log (engram.index.refresh); False
-        when the store keeps none for these generations (a directory: its snapshot, else a reload), or the log
-        does not describe the records (then the state is dropped, and the caller reloads it)."""
-        if self.root is not None or self.state is None or generation < self.generation:
+        """Bring the state to `generation` by replaying the store's commit log (engram.index.refresh), as if this
+        process had made those commits (a directory then writes its snapshot at close); False when the log lacks
+        these generations (the caller restores the snapshot, or reloads the records), or does not describe the
+        records (then the state is dropped, and the caller reloads it)."""
+        if self.state is None or generation < self.generation:
             return False
         entries = self.store.changes_since(self.generation, generation)
         if entries is None:
@@ -137,8 +138,10 @@ class LiveIndex:
         except BaseException:
             self.state = None  # half replayed: never read
             raise
+        spill_vectors(self.root, self.state)
         with self._view_lock:
             self.index, self.generation, self._bm25 = None, generation, None
+        self.dirty = self.root is not None
         return True
 
     @staticmethod

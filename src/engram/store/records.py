@@ -22,58 +22,12 @@ from engram.errors import MemoryFormatError
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
+from engram.store.sqlite_schema import SCHEMA, commit_log, write_ahead_log
 
+LOG_KEPT = 1000  # generations whose changes the commit log keeps
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
 __all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore", "check_records_file"]
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents (
-    id TEXT PRIMARY KEY, title TEXT, metadata TEXT NOT NULL, content_hash TEXT NOT NULL, added REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks (
-    doc_id TEXT NOT NULL, idx INTEGER NOT NULL, passage_id TEXT NOT NULL, PRIMARY KEY (doc_id, idx));
-CREATE INDEX IF NOT EXISTS chunks_passage ON chunks (passage_id);
-CREATE TABLE IF NOT EXISTS passages (
-    id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, title TEXT, text TEXT NOT NULL,
-    content_hash TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS passages_hash ON passages (content_hash);
-CREATE TABLE IF NOT EXISTS extractions (
-    content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
-    entities TEXT NOT NULL, triples TEXT NOT NULL, dropped INTEGER NOT NULL, source TEXT NOT NULL,
-    error TEXT, attempts INTEGER NOT NULL, updated REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS embeddings (
-    model TEXT NOT NULL, role TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
-    PRIMARY KEY (model, role, text_hash));
-CREATE TABLE IF NOT EXISTS llm_cache (
-    key TEXT PRIMARY KEY, model TEXT NOT NULL, response TEXT NOT NULL, created REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS synonyms (
-    phrase TEXT NOT NULL, neighbour TEXT NOT NULL, sim REAL NOT NULL, PRIMARY KEY (phrase, neighbour));
-CREATE TABLE IF NOT EXISTS llm_usage (
-    model TEXT PRIMARY KEY, calls INTEGER NOT NULL DEFAULT 0, prompt_tokens INTEGER NOT NULL DEFAULT 0,
-    completion_tokens INTEGER NOT NULL DEFAULT 0, cache_hits INTEGER NOT NULL DEFAULT 0,
-    retries INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, updated REAL NOT NULL);
-"""
-
-
-WAL_WAIT = 30.0  # seconds a new connection retries switching the file to write-ahead logging
-
-
-def _write_ahead_log(db: sqlite3.Connection) -> None:
-    """Put the file in write-ahead-log mode (kept in the file: a later connection finds it so). Switching needs
-    the file to itself, and SQLite answers "database is locked" at once, without its busy timeout, when another
-    process opening the same new file holds it: retried until `WAL_WAIT`."""
-    deadline = time.monotonic() + WAL_WAIT
-    while True:
-        try:
-            if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
 
 class RecordStore:
     """The directory backend of `engram.store.base.Store`."""
@@ -90,10 +44,11 @@ class RecordStore:
         except sqlite3.Error as exc:
             raise damaged(path, exc) from exc
         try:
-            _write_ahead_log(self._db)
+            write_ahead_log(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
+            commit_log(self._db)
             migrate(self._db, path)
         except sqlite3.Error as exc:
             self._db.close()
@@ -307,12 +262,22 @@ class RecordStore:
                 out.setdefault(phrase, []).append((neighbour, float(sim)))
         return out
 
-    # the commit log: a directory keeps none (another process's commits are read from its snapshot, or reloaded)
+    # the commit log ---------------------------------------------------------------------------------------
     def log_change(self, db: sqlite3.Connection, generation: int, change: str) -> None:
-        return None
+        db.execute("INSERT INTO commits (generation, change) VALUES (?, ?)", (generation, change))
+        db.execute("DELETE FROM commits WHERE generation <= ?", (generation - LOG_KEPT,))
 
     def changes_since(self, generation: int, latest: int) -> list[str] | None:
-        return None
+        try:
+            rows = self._read(
+                "SELECT generation, change FROM commits WHERE generation > ? AND generation <= ? ORDER BY generation",
+                (generation, latest),
+            )
+        except sqlite3.OperationalError:  # no such table: a read-only file from before the log
+            return None
+        if [int(r[0]) for r in rows] != list(range(generation + 1, latest + 1)):
+            return None
+        return [str(r[1]) for r in rows]
 
     # lookups by key -----------------------------------------------------------------------------------
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:

@@ -1,14 +1,15 @@
-"""A process on a PostgreSQL memory refreshes after another process's commits by replaying the commit log
-(engram.index.refresh) instead of reloading every record: it keeps its state object, and what it then holds and
-answers is, to the bit, what the writer holds and what a fresh open builds. Where the log cannot describe the
-commits (a generation without an entry, as an engram without the log commits it; an unreadable entry), it
-reloads, with the same result."""
+"""A process refreshes after another process's commits by replaying the commit log (engram.index.refresh)
+instead of reloading every record, on both backends (a directory's writer still open, so no snapshot of the new
+generation exists yet): it keeps its state object, and what it then holds and answers is, to the bit, what the
+writer holds and what a fresh open builds. Where the log cannot describe the commits (a generation without an
+entry, as an engram without the log commits it; an unreadable entry), it reloads, with the same result."""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import uuid
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,22 +19,27 @@ from hypothesis import strategies as st
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.store.pg_schema import connect, split_url
+from engram.store.snapshot import snapshot_dir
 from fake_openai import FakeOpenAI, openie_answer
 from helpers import DOCS
-from pg_fixture import pg_server, pg_url, with_schema  # noqa: F401
+from pg_fixture import pg_server  # noqa: F401
 from test_backends import DOCS as MILL_DOCS
 from test_backends import EXTRACTIONS as MILL_EXTRACTIONS
-from test_backends import open_memory
+from test_backends import Target, open_memory, target  # noqa: F401
 from test_continual import Live, apply, observe, operation, same
 
 _runs = itertools.count()
 
 
-def run_sql(url: str, sql: str) -> None:
-    schema = split_url(url)[1]
-    conn = connect(url)
+def run_sql(where: str | Path, sql: str) -> None:
+    """Run `sql` on a memory's records, as another program would."""
+    if isinstance(where, Path):
+        with sqlite3.connect(where / "engram.sqlite") as db:
+            db.execute(sql)
+        return
+    conn = connect(where)
     try:
-        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute(f'SET search_path TO "{split_url(where)[1]}"')
         conn.execute(sql)
     finally:
         conn.close()
@@ -52,11 +58,11 @@ def run_sql(url: str, sql: str) -> None:
     every=1,
 )
 def test_a_reader_replays_each_commit_and_holds_what_the_writer_holds(
-    pg_server: str,  # noqa: F811
+    target: Target,  # noqa: F811
     ops: list[Any],
     every: int,
 ) -> None:
-    url = with_schema(pg_server, f"replay_{uuid.uuid4().hex[:8]}_{next(_runs)}")
+    url = target(f"replay{next(_runs)}")
     live: Live = {}
     with open_memory(url) as writer, open_memory(url) as reader:
         reader.stats()  # loaded at generation 0
@@ -77,13 +83,14 @@ def test_a_reader_replays_each_commit_and_holds_what_the_writer_holds(
             same(observe(fresh), observe(reader))
 
 
-def test_a_generation_without_a_log_entry_is_reloaded(pg_url: str) -> None:  # noqa: F811
-    with open_memory(pg_url) as writer, open_memory(pg_url) as reader:
+def test_a_generation_without_a_log_entry_is_reloaded(target: Target) -> None:  # noqa: F811
+    where = target("m")
+    with open_memory(where) as writer, open_memory(where) as reader:
         writer.index(MILL_DOCS[:2], extractions=MILL_EXTRACTIONS[:2])
         reader.stats()
         writer.index(MILL_DOCS[2:], extractions=MILL_EXTRACTIONS[2:])
         writer.delete(["a"])
-        run_sql(pg_url, "DELETE FROM commits WHERE generation = 2")  # as an engram without the log commits
+        run_sql(where, "DELETE FROM commits WHERE generation = 2")  # as an engram without the log commits
         state = reader._live.state
         seen = observe(reader)
         assert reader._live.state is not state
@@ -95,14 +102,15 @@ def test_a_generation_without_a_log_entry_is_reloaded(pg_url: str) -> None:  # n
 
 
 def test_an_unreadable_log_entry_is_reloaded_with_a_warning(
-    pg_url: str,  # noqa: F811
+    target: Target,  # noqa: F811
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with open_memory(pg_url) as writer, open_memory(pg_url) as reader:
+    where = target("m")
+    with open_memory(where) as writer, open_memory(where) as reader:
         writer.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
         reader.stats()
         writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
-        run_sql(pg_url, """UPDATE commits SET change = '{"added": "b"}' WHERE generation = 2""")
+        run_sql(where, """UPDATE commits SET change = '{"added": "b"}' WHERE generation = 2""")
         state = reader._live.state
         with caplog.at_level(logging.WARNING, logger="engram.index.live"):
             seen = observe(reader)
@@ -110,33 +118,59 @@ def test_an_unreadable_log_entry_is_reloaded_with_a_warning(
         same(seen, observe(writer))
 
 
-def test_lists_that_name_a_phrase_this_process_lacks_are_reloaded(pg_url: str) -> None:  # noqa: F811
-    with open_memory(pg_url) as writer, open_memory(pg_url) as reader:
+def test_lists_that_name_a_phrase_this_process_lacks_are_reloaded(target: Target) -> None:  # noqa: F811
+    where = target("m")
+    with open_memory(where) as writer, open_memory(where) as reader:
         writer.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
         reader.stats()
         writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
-        run_sql(pg_url, "INSERT INTO synonyms (phrase, neighbour, sim) VALUES ('old mill', 'no such phrase', 0.9)")
-        run_sql(pg_url, """UPDATE commits SET change = '{"removed":[],"added":[],"contents":[],"synonyms":["old mill"]}'
+        run_sql(where, "INSERT INTO synonyms (phrase, neighbour, sim) VALUES ('old mill', 'no such phrase', 0.9)")
+        run_sql(where, """UPDATE commits SET change = '{"removed":[],"added":[],"contents":[],"synonyms":["old mill"]}'
                             WHERE generation = 2""")  # fmt: skip
         state = reader._live.state
         observe(reader)
         assert reader._live.state is not state  # the replay found the list inconsistent and reloaded
 
 
-def test_an_llm_extraction_by_another_process_is_replayed(pg_url: str, fake_llm: FakeOpenAI) -> None:  # noqa: F811
+def test_an_llm_extraction_by_another_process_is_replayed(target: Target, fake_llm: FakeOpenAI) -> None:  # noqa: F811
+    where = target("m")
     fake_llm.handler = openie_answer
     embedder = HashEmbedder()
-    with Memory(pg_url, embedder=embedder, llm=False) as first, Memory(pg_url, embedder=embedder, llm=False) as reader:
+    with Memory(where, embedder=embedder, llm=False) as first, Memory(where, embedder=embedder, llm=False) as reader:
         first.index(DOCS)  # no LLM: every passage pending
         assert reader.stats()["pending"] == len(DOCS)
-        with Memory(pg_url, embedder=embedder, llm=fake_llm.chat()) as extractor:
+        with Memory(where, embedder=embedder, llm=fake_llm.chat()) as extractor:
             assert extractor.extract().extracted == len(DOCS)
             state = reader._live.state
             assert reader.stats()["pending"] == 0 and reader._live.state is state
             assert reader._current().canonical() == extractor._current().canonical()
-        with Memory(pg_url, embedder=embedder, llm=False) as fresh:  # reloads every record
+        with Memory(where, embedder=embedder, llm=False) as fresh:  # reloads every record
             question = "Where was the founder of the company born?"
             ours, theirs = reader.retrieve(question, top_k=3)[0], fresh.retrieve(question, top_k=3)[0]
             assert [p.id for p in ours.passages] == [p.id for p in theirs.passages]
             assert [p.score for p in ours.passages] == [p.score for p in theirs.passages]
             assert reader._current().canonical() == fresh._current().canonical()
+
+
+def test_an_older_directory_gets_the_log_at_its_next_open(tmp_path: Path) -> None:
+    with open_memory(tmp_path / "m") as memory:
+        memory.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
+    run_sql(tmp_path / "m", "DROP TABLE commits")  # as a memory written before the log
+    with open_memory(tmp_path / "m") as writer, open_memory(tmp_path / "m") as reader:
+        reader.stats()
+        writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
+        state = reader._live.state
+        same(observe(reader), observe(writer))
+        assert reader._live.state is state
+
+
+def test_a_directory_reader_that_replayed_writes_the_new_snapshot_at_its_close(tmp_path: Path) -> None:
+    with open_memory(tmp_path / "m") as memory:
+        memory.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])  # closed: snapshot of generation 1
+    with open_memory(tmp_path / "m") as writer:
+        with open_memory(tmp_path / "m") as reader:
+            assert reader.stats()["generation"] == 1  # restored from the snapshot: nothing to write
+            writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
+            state = reader._live.state
+            assert reader.stats()["generation"] == 2 and reader._live.state is state
+        assert (snapshot_dir(tmp_path / "m", 2) / "state.json").exists()  # the writer is still open
