@@ -90,7 +90,8 @@ class LiveIndex:
         return self._vectors
 
     def load(self) -> IndexState:
-        """The state of the latest committed generation (reloaded when another process committed one)."""
+        """The state of the latest committed generation (when another process committed one: its commit log
+        replayed, else reloaded)."""
         with self.lock:
             generation = self.store.generation
             if self.state is not None and generation != self.generation and self._replayed(generation):
