@@ -24,7 +24,7 @@ from engram.index.commit import (
     spill_vectors,
     synonym_payload,
 )
-from engram.index.refresh import Change, StaleLog, replay
+from engram.index.refresh import Change, StaleLog, logged_between, replay
 from engram.index.state import IndexState
 from engram.index.state_file import restore_state
 from engram.index.view import GraphIndex, passage_text, view
@@ -127,7 +127,7 @@ class LiveIndex:
         records (then the state is dropped, and the caller reloads it)."""
         if self.state is None or generation < self.generation:
             return False
-        entries = self.store.changes_since(self.generation, generation)
+        entries = logged_between(self.store.changes_since(self.generation, generation), self.generation, generation)
         if entries is None:
             return False
         try:

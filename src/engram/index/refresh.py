@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engram.index.commit import VectorSource, fill_vectors
@@ -40,12 +40,19 @@ class Change:
     removed: Sequence[str] = ()  # passage ids
     added: Sequence[str] = ()  # passage ids
     contents: Sequence[str] = ()  # content hashes whose stored extraction the commit applied
-    synonyms: Sequence[str] = field(default=())  # phrases whose lists the commit changed
+    synonyms: Sequence[str] = ()  # phrases whose lists the commit changed (read back from the log)
 
     def logged(self, synonyms: Sequence[str]) -> str:
         """The log entry, with the phrases whose lists the commit's synonym search changed."""
         entry = {"removed": list(self.removed), "added": list(self.added), "contents": list(self.contents)}
         return json.dumps({**entry, "synonyms": sorted(synonyms)}, separators=(",", ":"))
+
+
+def logged_between(rows: Sequence[tuple[int, str]], generation: int, latest: int) -> list[str] | None:
+    """The changes of generations `generation` + 1 .. `latest` from the log's rows, or None when any is missing."""
+    if [g for g, _ in rows] != list(range(generation + 1, latest + 1)):
+        return None
+    return [change for _, change in rows]
 
 
 def parse(text: str) -> Change:

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from engram.store.rows import ExtractionRow, PassageRow
 
 Tx = Any  # the open transaction of a store: passed to its own write methods only
+LOG_KEPT = 1000  # generations whose changes the commit log keeps (older rows are deleted by each commit)
 
 
 class Store(Protocol):
@@ -80,9 +81,9 @@ class Store(Protocol):
     def log_change(self, db: Tx, generation: int, change: str) -> None:
         """Record, inside the commit's transaction, what `generation` changed (`engram.index.refresh`)."""
         ...
-    def changes_since(self, generation: int, latest: int) -> list[str] | None:
-        """The changes logged for generations `generation` + 1 .. `latest` in order; None when the store keeps no
-        log or any of them is missing (a commit of an engram without the log, or pruned): reload everything."""
+    def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:
+        """The (generation, change) rows logged for generations `generation` + 1 .. `latest`, in order (some may
+        be missing: a commit of an engram without the log, or pruned; none where the store has no log)."""
         ...
 
     # LLM response cache and usage

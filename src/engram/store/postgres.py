@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import MemoryFormatError, MissingDependencyError
+from engram.store.base import LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 
@@ -33,7 +34,6 @@ except ImportError as exc:
 
 __all__ = ["PostgresStore"]
 
-LOG_KEPT = 1000  # generations whose changes the commit log keeps
 _USAGE_COLUMNS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
 _EXTRACTION_UPSERT = (
     "INSERT INTO extractions (content_hash, status, entities, triples, dropped, source, error, attempts, updated) "
@@ -309,14 +309,12 @@ class PostgresStore:
         db.execute("INSERT INTO commits (generation, change) VALUES (%s, %s)", (generation, change))
         db.execute("DELETE FROM commits WHERE generation <= %s", (generation - LOG_KEPT,))
 
-    def changes_since(self, generation: int, latest: int) -> list[str] | None:
+    def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:
         rows = self._read(
             "SELECT generation, change FROM commits WHERE generation > %s AND generation <= %s ORDER BY generation",
             (generation, latest),
         )
-        if [int(r[0]) for r in rows] != list(range(generation + 1, latest + 1)):
-            return None
-        return [str(r[1]) for r in rows]
+        return [(int(g), str(change)) for g, change in rows]
 
     # LLM response cache and usage -----------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:

@@ -19,12 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import MemoryFormatError
+from engram.store.base import LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
 from engram.store.sqlite_schema import SCHEMA, commit_log, write_ahead_log
 
-LOG_KEPT = 1000  # generations whose changes the commit log keeps
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
 __all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore", "check_records_file"]
@@ -267,17 +267,17 @@ class RecordStore:
         db.execute("INSERT INTO commits (generation, change) VALUES (?, ?)", (generation, change))
         db.execute("DELETE FROM commits WHERE generation <= ?", (generation - LOG_KEPT,))
 
-    def changes_since(self, generation: int, latest: int) -> list[str] | None:
+    def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:
         try:
             rows = self._read(
                 "SELECT generation, change FROM commits WHERE generation > ? AND generation <= ? ORDER BY generation",
                 (generation, latest),
             )
-        except sqlite3.OperationalError:  # no such table: a read-only file from before the log
-            return None
-        if [int(r[0]) for r in rows] != list(range(generation + 1, latest + 1)):
-            return None
-        return [str(r[1]) for r in rows]
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return []  # a read-only file from before the log
+        return [(int(g), str(change)) for g, change in rows]
 
     # lookups by key -----------------------------------------------------------------------------------
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
