@@ -174,3 +174,16 @@ def test_a_directory_reader_that_replayed_writes_the_new_snapshot_at_its_close(t
             state = reader._live.state
             assert reader.stats()["generation"] == 2 and reader._live.state is state
         assert (snapshot_dir(tmp_path / "m", 2) / "state.json").exists()  # the writer is still open
+
+
+def test_a_log_row_left_for_the_next_generation_is_replaced_by_its_commit(target: Target) -> None:  # noqa: F811
+    where = target("m")
+    with open_memory(where) as writer, open_memory(where) as reader:
+        writer.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
+        reader.stats()
+        stale = '{"removed":["a"],"added":[],"contents":[],"synonyms":[]}'  # as records rolled back leave it
+        run_sql(where, f"INSERT INTO commits (generation, change) VALUES (2, '{stale}')")
+        writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
+        state = reader._live.state
+        same(observe(reader), observe(writer))
+        assert reader._live.state is state and "a" in reader.documents()

@@ -306,7 +306,11 @@ class PostgresStore:
     def log_change(self, db: Any, generation: int, change: str) -> None:
         """Log `generation`'s change and drop the entries `LOG_KEPT` generations older (a process that far behind
         reloads everything)."""
-        db.execute("INSERT INTO commits (generation, change) VALUES (%s, %s)", (generation, change))
+        db.execute(  # replaces a row of that number left by records rolled back (a restored backup)
+            "INSERT INTO commits (generation, change) VALUES (%s, %s) "
+            "ON CONFLICT (generation) DO UPDATE SET change = excluded.change",
+            (generation, change),
+        )
         db.execute("DELETE FROM commits WHERE generation <= %s", (generation - LOG_KEPT,))
 
     def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:

@@ -264,7 +264,8 @@ class RecordStore:
 
     # the commit log ---------------------------------------------------------------------------------------
     def log_change(self, db: sqlite3.Connection, generation: int, change: str) -> None:
-        db.execute("INSERT INTO commits (generation, change) VALUES (?, ?)", (generation, change))
+        # replaces a row of that number left by records rolled back (a restored copy): the log follows the records
+        db.execute("INSERT OR REPLACE INTO commits (generation, change) VALUES (?, ?)", (generation, change))
         db.execute("DELETE FROM commits WHERE generation <= ?", (generation - LOG_KEPT,))
 
     def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:
