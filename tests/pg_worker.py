@@ -5,7 +5,8 @@
     python tests/pg_worker.py read URL FINAL TIMEOUT GATE  retrieve in a loop until generation FINAL; creates
                                                           GATE after its first read
 
-Prints one JSON line: what it did and saw (a reader: reads, generations seen in order, errors)."""
+Prints one JSON line: what it did and saw (a reader: reads, generations seen in order, errors, and how many of its
+refreshes replayed the commit log or reloaded)."""
 
 from __future__ import annotations
 
@@ -74,20 +75,25 @@ def read(url: str, final: int, timeout: float, gate: Path) -> dict[str, Any]:
     generations: list[int] = []
     passages: list[int] = []
     errors: list[str] = []
+    kept = {True: 0, False: 0}  # refreshes that kept the state object (replayed) or not
     with open_memory(url) as memory:
         end = time.monotonic() + timeout
         while time.monotonic() < end and (not generations or generations[-1] < final):
             try:
+                state = memory._live.state
                 ranked = memory.retrieve("Who owns the old mill near north river?", top_k=3)[0]
                 assert len(ranked.passages) <= 3
                 stats = memory.stats()
+                if generations and stats["generation"] != generations[-1]:
+                    kept[memory._live.state is state] += 1  # the commit log replayed, or a reload
                 generations.append(stats["generation"])
                 passages.append(stats["passages"])
             except Exception:  # every failure is reported to the test, which fails on any
                 errors.append(traceback.format_exc())
             gate.touch()
             time.sleep(0.005)
-    return {"reads": len(generations), "generations": generations, "passages": passages, "errors": errors}
+    seen = {"reads": len(generations), "generations": generations, "passages": passages, "errors": errors}
+    return {**seen, "replayed": kept[True], "reloaded": kept[False]}
 
 
 if __name__ == "__main__":
