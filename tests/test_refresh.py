@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import logging
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,17 @@ def run_sql(where: str | Path, sql: str) -> None:
         conn.execute(sql)
     finally:
         conn.close()
+
+
+@contextmanager
+def caught_up(where: str | Path, first: int = 1) -> Iterator[tuple[Memory, Memory]]:
+    """(writer, reader): the writer indexed the first `first` mill documents, the reader loaded that, then the
+    writer indexed the rest (the reader has not read since)."""
+    with open_memory(where) as writer, open_memory(where) as reader:
+        writer.index(MILL_DOCS[:first], extractions=MILL_EXTRACTIONS[:first])
+        reader.stats()
+        writer.index(MILL_DOCS[first:], extractions=MILL_EXTRACTIONS[first:])
+        yield writer, reader
 
 
 @settings(
@@ -85,10 +98,7 @@ def test_a_reader_replays_each_commit_and_holds_what_the_writer_holds(
 
 def test_a_generation_without_a_log_entry_is_reloaded(target: Target) -> None:  # noqa: F811
     where = target("m")
-    with open_memory(where) as writer, open_memory(where) as reader:
-        writer.index(MILL_DOCS[:2], extractions=MILL_EXTRACTIONS[:2])
-        reader.stats()
-        writer.index(MILL_DOCS[2:], extractions=MILL_EXTRACTIONS[2:])
+    with caught_up(where, first=2) as (writer, reader):
         writer.delete(["a"])
         run_sql(where, "DELETE FROM commits WHERE generation = 2")  # as an engram without the log commits
         state = reader._live.state
@@ -106,10 +116,7 @@ def test_an_unreadable_log_entry_is_reloaded_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     where = target("m")
-    with open_memory(where) as writer, open_memory(where) as reader:
-        writer.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
-        reader.stats()
-        writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
+    with caught_up(where) as (writer, reader):
         run_sql(where, """UPDATE commits SET change = '{"added": "b"}' WHERE generation = 2""")
         state = reader._live.state
         with caplog.at_level(logging.WARNING, logger="engram.index.live"):
@@ -120,10 +127,7 @@ def test_an_unreadable_log_entry_is_reloaded_with_a_warning(
 
 def test_lists_that_name_a_phrase_this_process_lacks_are_reloaded(target: Target) -> None:  # noqa: F811
     where = target("m")
-    with open_memory(where) as writer, open_memory(where) as reader:
-        writer.index(MILL_DOCS[:1], extractions=MILL_EXTRACTIONS[:1])
-        reader.stats()
-        writer.index(MILL_DOCS[1:], extractions=MILL_EXTRACTIONS[1:])
+    with caught_up(where) as (_, reader):
         run_sql(where, "INSERT INTO synonyms (phrase, neighbour, sim) VALUES ('old mill', 'no such phrase', 0.9)")
         run_sql(where, """UPDATE commits SET change = '{"removed":[],"added":[],"contents":[],"synonyms":["old mill"]}'
                             WHERE generation = 2""")  # fmt: skip

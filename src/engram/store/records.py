@@ -90,6 +90,15 @@ class RecordStore:
                     raise damaged(self.path, exc) from exc
                 raise
 
+    def _read_keyed(self, sql: str, keys: Sequence[str], params: tuple[Any, ...] = ()) -> list[Any]:
+        """The rows of `sql` for every key: `{marks}` in it stands for the placeholders of up to 500 keys at a time,
+        bound after `params`."""
+        rows: list[Any] = []
+        for start in range(0, len(keys), 500):
+            part = tuple(keys[start : start + 500])
+            rows.extend(self._read(sql.format(marks=",".join("?" * len(part))), (*params, *part)))
+        return rows
+
     # meta -----------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
@@ -253,13 +262,10 @@ class RecordStore:
 
     def synonym_lists_for(self, phrases: Sequence[str]) -> dict[str, list[tuple[str, float]]]:
         out: dict[str, list[tuple[str, float]]] = {}
-        for start in range(0, len(phrases), 500):
-            part = list(phrases[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for phrase, neighbour, sim in self._read(
-                f"SELECT phrase, neighbour, sim FROM synonyms WHERE phrase IN ({marks})", tuple(part)
-            ):
-                out.setdefault(phrase, []).append((neighbour, float(sim)))
+        for phrase, neighbour, sim in self._read_keyed(
+            "SELECT phrase, neighbour, sim FROM synonyms WHERE phrase IN ({marks})", phrases
+        ):
+            out.setdefault(phrase, []).append((neighbour, float(sim)))
         return out
 
     # the commit log ---------------------------------------------------------------------------------------
@@ -282,48 +288,30 @@ class RecordStore:
 
     # lookups by key -----------------------------------------------------------------------------------
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
-        out: dict[str, bytes] = {}
-        for start in range(0, len(hashes), 500):
-            part = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(part))
-            rows = self._read(
-                f"SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ? AND text_hash IN ({marks})",
-                (model, role, *part),
-            )
-            out.update((h, bytes(v)) for h, v in rows)
-        return out
+        sql = "SELECT text_hash, vector FROM embeddings WHERE model = ? AND role = ? AND text_hash IN ({marks})"
+        return {h: bytes(v) for h, v in self._read_keyed(sql, hashes, (model, role))}
 
     def passages_by_id(self, ids: Sequence[str]) -> list[PassageRow]:
-        out: list[PassageRow] = []
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            marks = ",".join("?" * len(part))
-            rows = self._read(
-                "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
-                f"LEFT JOIN documents d ON d.id = p.doc_id WHERE p.id IN ({marks})",
-                tuple(part),
-            )
-            path = self.path
-            out.extend(
-                PassageRow(i, d, t, x, h, {} if m in EMPTY else loads_column(m, path)) for i, d, t, x, h, m in rows
-            )
+        rows = self._read_keyed(
+            "SELECT p.id, p.doc_id, p.title, p.text, p.content_hash, d.metadata FROM passages p "
+            "LEFT JOIN documents d ON d.id = p.doc_id WHERE p.id IN ({marks})",
+            ids,
+        )
+        path = self.path
+        out = [PassageRow(i, d, t, x, h, {} if m in EMPTY else loads_column(m, path)) for i, d, t, x, h, m in rows]
         return sorted(out, key=lambda row: row.id.encode("utf-8"))
 
     def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]:
-        out: dict[str, ExtractionRow] = {}
-        for start in range(0, len(hashes), 500):
-            part = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(part))
-            rows = self._read(
-                "SELECT content_hash, status, entities, triples, error, source FROM extractions "
-                f"WHERE content_hash IN ({marks})",
-                tuple(part),
-            )
-            out.update(
-                (h, ExtractionRow(st, loads_column(e, self.path), loads_column(t, self.path), err, src))
-                for h, st, e, t, err, src in rows
-            )
-        return out
+        rows = self._read_keyed(
+            "SELECT content_hash, status, entities, triples, error, source FROM extractions "
+            "WHERE content_hash IN ({marks})",
+            hashes,
+        )
+        path = self.path
+        return {
+            h: ExtractionRow(st, loads_column(e, path), loads_column(t, path), err, src)
+            for h, st, e, t, err, src in rows
+        }
 
     # LLM response cache ---------------------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:
