@@ -191,3 +191,11 @@ def test_a_log_row_left_for_the_next_generation_is_replaced_by_its_commit(target
         state = reader._live.state
         same(observe(reader), observe(writer))
         assert reader._live.state is state and "a" in reader.documents()
+
+
+def test_a_change_too_large_to_log_is_reloaded(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setattr("engram.index.refresh.LOG_MAX_ITEMS", 4)  # the second commit lists 2 ids, 2 hashes, 3+ phrases
+    with caught_up(target("m")) as (writer, reader):
+        state = reader._live.state
+        same(observe(reader), observe(writer))
+        assert reader._live.state is not state  # no row for that commit: reloaded

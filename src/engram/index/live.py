@@ -262,8 +262,9 @@ class LiveIndex:
                         raise ConflictError(CONFLICT)
                     writes(db)
                     self.store.write_synonyms(db, synonym_payload(state, changed))
-                    if logged is not None:
-                        self.store.log_change(db, base + 1, logged.logged([state.phrases[r] for r in changed]))
+                    entry = None if logged is None else logged.logged([state.phrases[r] for r in changed])
+                    if entry is not None:  # else no row: the other processes reload
+                        self.store.log_change(db, base + 1, entry)
                     self.store.set_meta(db, "generation", str(base + 1))
                     self.store.set_meta(db, "synonym_lists", "1")
                 clock.lap("commit")

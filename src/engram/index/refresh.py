@@ -27,6 +27,7 @@ from engram.index.state import Changes, IndexState, passage_text
 from engram.store.base import Store
 
 FIELDS = ("removed", "added", "contents", "synonyms")
+LOG_MAX_ITEMS = 1_000_000  # a change listing more is not logged (about 30 MB of JSON at 30 bytes an item)
 
 
 class StaleLog(Exception):
@@ -42,8 +43,12 @@ class Change:
     contents: Sequence[str] = ()  # content hashes whose stored extraction the commit applied
     synonyms: Sequence[str] = ()  # phrases whose lists the commit changed (read back from the log)
 
-    def logged(self, synonyms: Sequence[str]) -> str:
-        """The log entry, with the phrases whose lists the commit's synonym search changed."""
+    def logged(self, synonyms: Sequence[str]) -> str | None:
+        """The log entry, with the phrases whose lists the commit's synonym search changed; None for a change of
+        more than `LOG_MAX_ITEMS` ids, hashes and phrases together (a bulk load: the others reload instead of
+        reading tens of megabytes of log)."""
+        if len(self.removed) + len(self.added) + len(self.contents) + len(synonyms) > LOG_MAX_ITEMS:
+            return None
         entry = {"removed": list(self.removed), "added": list(self.added), "contents": list(self.contents)}
         return json.dumps({**entry, "synonyms": sorted(synonyms)}, separators=(",", ":"))
 
