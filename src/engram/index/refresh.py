@@ -1,5 +1,5 @@
-"""Refreshing a process's live state after other processes' commits by replaying what they changed (the commit
-log of a shared store: `Store.changes_since`) instead of reloading every record.
+"""Refreshing a process's live state after other processes' commits by replaying what they changed (the store's
+commit log: `Store.changes_since`, docs/format.md) instead of reloading every record.
 
 Each commit logs a `Change`: the passages it removed and added (by id), the contents whose extraction it applied
 (by content hash), and the phrases whose synonym lists changed. A process at generation g that finds generation
@@ -12,7 +12,8 @@ one as after a local change. One difference, by design: extraction rows that a r
 them (an interrupted `extract`) are applied by a reload, not by a replay (nor by the process that stored them).
 
 A log entry that cannot be read, or lists that name a phrase not alive here, raise `StaleLog`: the caller then
-reloads everything.
+reloads everything, as it does for a generation without an entry (a commit of an engram without the log, one
+too large to log: `LOG_MAX_ITEMS`, or pruned).
 """
 
 from __future__ import annotations
