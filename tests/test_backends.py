@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -106,6 +107,40 @@ def test_missing_memory_and_other_embedder_are_refused(target: Target) -> None:
         memory.index(DOCS[:1])
     with pytest.raises(EmbedderMismatchError, match="same embedder"):
         Memory(target("m"), embedder=HashEmbedder(dim=32), llm=False)
+
+
+def test_a_load_reads_cached_vectors_a_chunk_at_a_time(pg_server: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A PostgreSQL open asks for cached vectors `LOOKUP_CHUNK` texts at a time and writes them in place: the
+    same state to the bit, also for a text two passages share and a key that is no hash (bound as an array)."""
+    import engram.index.commit as commit
+    from engram.store.postgres import PostgresStore
+
+    where = with_schema(pg_server, f"chunks_{uuid.uuid4().hex[:8]}")
+    twin = Document("d", DOCS[0].text, title=DOCS[0].title)  # same text: one cached vector, two passages
+    with open_memory(where) as memory:
+        memory.index([*DOCS, twin], extractions=[*EXTRACTIONS, {"id": "d", "triples": [["x", "y", "z"]]}])
+        before = observe(memory)
+    asked: list[int] = []
+    real = PostgresStore.vectors_for
+
+    def counted(self: PostgresStore, model: str, role: str, hashes: Any) -> dict[str, bytes]:
+        asked.append(len(hashes))
+        return real(self, model, role, hashes)
+
+    monkeypatch.setattr(commit, "LOOKUP_CHUNK", 2)
+    monkeypatch.setattr(PostgresStore, "vectors_for", counted)
+    with open_memory(where, create=False) as reopened:
+        same(observe(reopened), before)
+    stats = before["stats"]
+    assert max(asked) == 2 and sum(asked) == 3 + stats["phrases"] + stats["facts"]  # 3 passage texts
+    store = PostgresStore(where, HashEmbedder(dim=64).identity, create=False)
+    try:
+        vectors = np.arange(8, dtype=np.float32).reshape(2, 4)
+        store.put_vectors("m", "phrase", ["a,b", "c"], vectors)
+        found = store.vectors_for("m", "phrase", ["a,b", "c", "missing"])
+        assert found == {"a,b": vectors[0].tobytes(), "c": vectors[1].tobytes()}
+    finally:
+        store.close()
 
 
 @settings(

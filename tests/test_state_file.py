@@ -149,11 +149,12 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     assert dict(state.relation) == dict(joined) and len(state.relation) == len(joined)
     first = next(r for r in range(len(state.passages)) if state.passage_alive[r] and state.passage_facts[r])
     state.set_triples(first, "done", [])  # a few facts die: patched by binary search over the saved rows
-    alive = state.fact_order.rows(lambda k: state.fact_support[state.fact_row[k]] > 0)
+    fact_alive = lambda rows: np.array([state.fact_support[r] > 0 for r in rows.tolist()], dtype=bool)  # noqa: E731
+    alive = state.fact_order.rows(fact_alive)
     assert state.fact_order._keys is None
     expected = sorted(f for r, f in enumerate(state.facts) if state.fact_support[r] > 0)
     assert alive.tolist() == [state.fact_row[f] for f in expected]
-    assert state.fact_order.keys(lambda k: state.fact_support[state.fact_row[k]] > 0) == expected
+    assert state.fact_order.keys(fact_alive) == expected
 
 
 def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:

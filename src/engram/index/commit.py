@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar, overload
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
+LOOKUP_CHUNK = 4_096  # texts whose cached vectors are asked for at a time (PostgreSQL: ~6 MB per reply)
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
 
 
@@ -64,8 +66,12 @@ class VectorSource:
         self.embedded = 0
         self.batch = EMBED_BATCH
 
-    def get(self, role: str, texts: Sequence[str], progress: Progress | None = None) -> Vectors:
-        out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
+    def get(
+        self, role: str, texts: Sequence[str], progress: Progress | None = None, out: Vectors | None = None
+    ) -> Vectors:
+        """The texts' vectors, written into `out` when given (one row per text, each written)."""
+        if out is None:
+            out = np.zeros((len(texts), self.embedder.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
         where = self.rows.get(role, {})
         wanted: dict[str, list[int]] = {}
@@ -80,10 +86,9 @@ class VectorSource:
                 rows.append(row)
         if found:  # one gather from the memory-mapped snapshot, not a copy per row
             out[np.array(found, dtype=np.int64)] = self.snapshot[role][np.array(rows, dtype=np.int64)]
-        if wanted:
-            cached = self.store.vectors_for(self.model_key, role, list(wanted))
-            for h, blob in cached.items():
-                out[wanted.pop(h)] = np.frombuffer(blob, dtype=np.float32)
+        keys = list(wanted)
+        for start in range(0, len(keys), LOOKUP_CHUNK):  # a chunk's rows in transit at a time, not all of them
+            _place(self.store.vectors_for(self.model_key, role, keys[start : start + LOOKUP_CHUNK]), wanted, out)
         if wanted:
             self._embed(role, texts, wanted, out, progress)
         return out
@@ -106,15 +111,26 @@ class VectorSource:
                 out[wanted[h]] = vector
 
 
+def _place(cached: dict[str, bytes], wanted: dict[str, list[int]], out: Vectors) -> None:
+    """Write cached vectors into the rows of `out` that want them, in one step, and take their texts off
+    `wanted`."""
+    at: list[int] = []
+    blobs: list[bytes] = []
+    for h, blob in cached.items():
+        rows = wanted.pop(h)
+        at.extend(rows)
+        blobs.extend([blob] * len(rows))
+    if at:
+        out[np.array(at, dtype=np.int64)] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(at), -1)
+
+
 def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | None = None) -> None:
     """Vectors for the phrase and fact rows that have none yet."""
     missing = state.missing_vectors()
-    if missing["phrase"]:
-        texts = [state.phrases[i] for i in missing["phrase"]]
-        state.vectors["phrase"].append(source.get("phrase", texts, progress))
-    if missing["fact"]:
-        texts = [fact_text(state.facts[i]) for i in missing["fact"]]
-        state.vectors["fact"].append(source.get("fact", texts, progress))
+    for role, text in (("phrase", state.phrases.__getitem__), ("fact", lambda i: fact_text(state.facts[i]))):
+        if missing[role]:
+            texts = [text(i) for i in missing[role]]
+            state.vectors[role].append_filled(len(texts), partial(source.get, role, texts, progress))
 
 
 def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import Generic, TypeVar, cast, overload
 
@@ -125,14 +126,19 @@ class Rows:
         return sum(len(p.rows) for p in self.parts) + sum(len(s.rows) for s in self.spilled) + self.tail_size
 
     def append(self, vectors: Vectors) -> None:
-        need = self.tail_size + len(vectors)
+        self.append_filled(len(vectors), lambda rows: rows.__setitem__(slice(None), vectors))
+
+    def append_filled(self, count: int, fill: Callable[[Vectors], object]) -> None:
+        """Append `count` rows that `fill` writes in place (every one of them), with no copy in between: a
+        large load is not held twice. Rows are appended only when `fill` returns."""
+        need = self.tail_size + count
         if need > len(self.tail):
             # a quarter more than needed: a state loaded into RAM (no snapshot) is not copied again by its first
             # change (np.zeros maps untouched pages lazily, so the slack costs no RAM until it is written)
             grown = np.zeros((max(need + need // 4, len(self.tail) + len(self.tail) // 2), self.dim), dtype=np.float32)
             grown[: self.tail_size] = self.tail[: self.tail_size]
             self.tail = grown
-        self.tail[self.tail_size : need] = vectors
+        fill(self.tail[self.tail_size : need])
         self.tail_size = need
 
     def set_row(self, row: int, vector: Vectors) -> None:
@@ -223,14 +229,16 @@ class Rows:
 
 
 K = TypeVar("K", str, Triple)
+Alive = Callable[[IntArray], "npt.NDArray[np.bool_]"]  # which of these rows hold an alive key
 
 
 class SortedKeys(Generic[K]):
     """The alive keys of one kind in sorted order, with their rows, refreshed lazily: `touch` a key whose
     aliveness may have changed; `keys(alive)` and `rows(alive)` apply the changes - a few by binary search and
-    insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up again."""
+    insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up again.
+    `alive` answers for an array of rows at once (the touched keys' rows, each looked up once)."""
 
-    BULK = 64  # more changes than this at once: merge and look the rows up again
+    BULK = 64  # more changes than this at once: one merge of the kept keys and the new ones
 
     def __init__(self, row_of: Mapping[K, int]) -> None:
         self._row_of: Mapping[K, int] = row_of  # a key's row never changes
@@ -244,11 +252,11 @@ class SortedKeys(Generic[K]):
     def touch(self, key: K) -> None:
         self._touched.add(key)
 
-    def keys(self, alive: Callable[[K], bool]) -> list[K]:
+    def keys(self, alive: Alive) -> list[K]:
         self._refresh(alive)
         return self._keys_made()
 
-    def rows(self, alive: Callable[[K], bool]) -> IntArray:
+    def rows(self, alive: Alive) -> IntArray:
         """The rows of `keys(alive)`, in the same order (a new array after each change, never mutated)."""
         self._refresh(alive)
         return self._rows
@@ -284,26 +292,44 @@ class SortedKeys(Generic[K]):
         row = self._row_of[key]
         return row < len(self._member) and bool(self._member[row])
 
-    def _refresh(self, alive: Callable[[K], bool]) -> None:
+    def _refresh(self, alive: Alive) -> None:
         if not self._touched:
             return
-        gone = sorted(k for k in self._touched if self._is_member(k) and not alive(k))
-        fresh = sorted(k for k in self._touched if not self._is_member(k) and alive(k))
+        touched = list(self._touched)
         self._touched = set()
+        at = np.fromiter(map(self._row_of.__getitem__, touched), np.int64, count=len(touched))  # one lookup each
+        was = np.zeros(len(at), dtype=bool)
+        inside = at < len(self._member)
+        was[inside] = self._member[at[inside]]
+        now = np.asarray(alive(at), dtype=bool)
+        gone_at, fresh_at = np.flatnonzero(was & ~now), np.flatnonzero(now & ~was)
+        gone = sorted(map(touched.__getitem__, gone_at.tolist()))
+        fresh = [touched[i] for i in fresh_at.tolist()]
         if len(gone) + len(fresh) > self.BULK:
-            dropped = set(gone)
-            kept = [k for k in self._keys_made() if k not in dropped] if gone else self._keys_made()
-            self._keys = sorted(kept + fresh) if fresh else kept
-            self._rows = np.fromiter(map(self._row_of.__getitem__, self._keys), np.int64, count=len(self._keys))
+            self._merge(at[gone_at], fresh, at[fresh_at])
         else:
-            self._apply_few(gone, fresh)
-        rows = [self._row_of[k] for k in fresh]
-        if rows and max(rows) >= len(self._member):
-            grown = np.zeros(max(max(rows) + 1, len(self._member) + len(self._member) // 2), dtype=bool)
+            self._apply_few(gone, sorted(fresh))
+        born = at[fresh_at]
+        if len(born) and int(born.max()) >= len(self._member):
+            grown = np.zeros(max(int(born.max()) + 1, len(self._member) + len(self._member) // 2), dtype=bool)
             grown[: len(self._member)] = self._member
             self._member = grown
-        self._member[[self._row_of[k] for k in gone]] = False
-        self._member[rows] = True
+        self._member[at[gone_at]] = False
+        self._member[born] = True
+
+    def _merge(self, gone_rows: IntArray, fresh: list[K], fresh_rows: IntArray) -> None:
+        """Drop the keys of `gone_rows` and add `fresh` (rows `fresh_rows`) in one sort, which finds the kept
+        keys already in order: the rows follow the keys, none looked up again."""
+        keys, rows = self._keys_made(), self._rows
+        if len(gone_rows):
+            dead = np.zeros(len(self._member), dtype=bool)  # every row held or gone is a member's
+            dead[gone_rows] = True
+            kept = ~dead[rows]
+            keys, rows = list(compress(keys, kept.tolist())), rows[kept]
+        merged = keys + fresh
+        order = sorted(range(len(merged)), key=merged.__getitem__)
+        self._keys = [merged[i] for i in order]
+        self._rows = np.concatenate([rows, fresh_rows]).astype(np.int64)[np.array(order, dtype=np.int64)]
 
     def _apply_few(self, gone: list[K], fresh: list[K]) -> None:
         """Delete `gone` and insert `fresh` (each sorted) by binary search, in the list or in the rows only."""

@@ -311,9 +311,9 @@ class IndexState:
     def canonical_rows(self) -> dict[str, IntArray]:
         """Rows of the alive passages, phrases and facts, each sorted by key (the graph's node order)."""
         return {
-            "passage": self.passage_order.rows(lambda k: self.passage_alive[self.passage_row[k]]),
-            "phrase": self.phrase_order.rows(lambda k: self.phrase_refs[self.phrase_row[k]] > 0),
-            "fact": self.fact_order.rows(lambda k: self.fact_support[self.fact_row[k]] > 0),
+            "passage": self.passage_order.rows(lambda rows: np.array([self.passage_alive[r] for r in rows.tolist()])),
+            "phrase": self.phrase_order.rows(lambda rows: self._alive_mask[rows]),
+            "fact": self.fact_order.rows(lambda rows: self._fact_alive[rows]),
         }
 
     def totals(self) -> dict[str, int]:

@@ -274,9 +274,13 @@ class PostgresStore:
             )
 
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        keys: str | list[str] = ",".join(hashes)  # one string the server splits: binding thousands of array
+        where = "ANY(string_to_array(%s, ','))"  # items one by one costs more than the lookup
+        if any("," in h for h in hashes):  # not a hash: bound as an array
+            where, keys = "ANY(%s)", list(hashes)
         rows = self._read(
-            "SELECT text_hash, vector FROM embeddings WHERE model = %s AND role = %s AND text_hash = ANY(%s)",
-            (model, role, list(hashes)),
+            f"SELECT text_hash, vector FROM embeddings WHERE model = %s AND role = %s AND text_hash = {where}",
+            (model, role, keys),
             binary=True,
         )
         return dict(zip([str(r[0]) for r in rows], vectors_bytes([bytes(r[1]) for r in rows])))
