@@ -13,7 +13,8 @@ backend and size runs in two fresh processes:
   second is still open ("refresh, writer open": it replays the commit log, or reloads the state of the new
   generation, as a process that did not make the commit does), then a second passage inserted by the second
   handle, closed (a directory writes its snapshot), and the first handle's next query ("refresh, writer
-  closed").
+  closed"). The result line also gives `open_peak`, the process's peak RSS before the second handle opens (the
+  open, the first query and the timed queries), and `peak`, at the end (the second handle holds a state too).
 
     .venv/bin/python bench/bench_postgres.py [--sizes 2000,10000] [--url postgresql://...]
 
@@ -80,6 +81,7 @@ def child_open(target: str, folder: Path) -> dict[str, Any]:
         out["query_p50"] = statistics.median(
             timed(lambda q=q: memory.retrieve(q, top_k=5)) for _ in range(3) for q in queries
         )
+        out["open_peak"] = peak_rss()  # one handle: its open, first query and queries
         with Memory(target, embedder=embedder, llm=False) as other:
             other.stats()  # loaded before the commit is timed
             documents = [(Document(i, text, title=title), e) for i, text, title, e in extra]
@@ -87,7 +89,7 @@ def child_open(target: str, folder: Path) -> dict[str, Any]:
             out["refresh_open"] = timed(lambda: memory.retrieve(queries[1], top_k=5))  # the writer still open
             other.index([documents[1][0]], extractions=[documents[1][1]])
         out["refresh"] = timed(lambda: memory.retrieve(queries[2], top_k=5))  # the writer closed
-    out["open_peak"] = peak_rss()
+    out["peak"] = peak_rss()  # with the second handle, which holds a state of its own
     return out
 
 
