@@ -28,13 +28,13 @@ batch = st.lists(st.tuples(st.sampled_from(KEYS), st.booleans()), max_size=30)
 @settings(max_examples=60, deadline=None)
 @given(batches=st.lists(batch, min_size=1, max_size=8))
 def test_rows_follow_the_sorted_alive_keys(bulk: int, batches: list[list[tuple[str, bool]]]) -> None:
-    order: SortedKeys[str] = SortedKeys(ROWS)
+    order: SortedKeys[str] = SortedKeys()
     order.BULK = bulk
     alive: set[str] = set()
     for changes in batches:
         for key, on in changes:
             (alive.add if on else alive.discard)(key)
-            order.touch(key)
+            order.touch(key, ROWS[key])
         rows = order.rows(by_rows(alive))
         assert order.keys(by_rows(alive)) == sorted(alive)
         assert rows.tolist() == [ROWS[k] for k in sorted(alive)]
@@ -49,7 +49,7 @@ def test_a_restored_order_is_patched_without_its_key_list(
     """A restored order (rows only, keys read one at a time by `key_of`) gives the same rows as the sorted
     alive keys; a few changes at once never make the key list, many do."""
     key_of = KEY_OF.__getitem__
-    order: SortedKeys[str] = SortedKeys(ROWS)
+    order: SortedKeys[str] = SortedKeys()
     order.BULK = bulk
     order.restore(np.array([ROWS[k] for k in sorted(start)], dtype=np.int64), key_of)
     alive, many = set(start), False
@@ -57,7 +57,7 @@ def test_a_restored_order_is_patched_without_its_key_list(
         before = set(alive)
         for key, on in changes:
             (alive.add if on else alive.discard)(key)
-            order.touch(key)
+            order.touch(key, ROWS[key])
         many = many or len(before ^ alive) > bulk
         assert order.rows(by_rows(alive)).tolist() == [ROWS[k] for k in sorted(alive)]
         assert (order._keys is None) == (not many)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
@@ -240,17 +240,16 @@ class SortedKeys(Generic[K]):
 
     BULK = 64  # more changes than this at once: one merge of the kept keys and the new ones
 
-    def __init__(self, row_of: Mapping[K, int]) -> None:
-        self._row_of: Mapping[K, int] = row_of  # a key's row never changes
+    def __init__(self) -> None:
         self._keys: list[K] | None = []  # None: a restored order, its keys read through `_key_of` when needed
         self._key_of: Callable[[int], K] | None = None  # a restored order's row -> key
         self._many: Callable[[list[int]], list[K]] | None = None
         self._rows: IntArray = np.zeros(0, dtype=np.int64)
         self._member = np.zeros(0, dtype=bool)  # by row: the key is in the order (no set of every key)
-        self._touched: set[K] = set()
+        self._touched: dict[K, int] = {}  # key -> its row (a key's row never changes)
 
-    def touch(self, key: K) -> None:
-        self._touched.add(key)
+    def touch(self, key: K, row: int) -> None:
+        self._touched[key] = row
 
     def keys(self, alive: Alive) -> list[K]:
         self._refresh(alive)
@@ -271,7 +270,7 @@ class SortedKeys(Generic[K]):
         self._rows = rows.astype(np.int64)
         self._member = np.zeros(int(rows.max()) + 1 if len(rows) else 0, dtype=bool)
         self._member[self._rows] = True
-        self._touched = set()
+        self._touched = {}
 
     def _keys_made(self) -> list[K]:
         if self._keys is None:
@@ -288,16 +287,12 @@ class SortedKeys(Generic[K]):
         assert self._key_of is not None
         return _KeysAt(self._rows, self._key_of)
 
-    def _is_member(self, key: K) -> bool:
-        row = self._row_of[key]
-        return row < len(self._member) and bool(self._member[row])
-
     def _refresh(self, alive: Alive) -> None:
         if not self._touched:
             return
         touched = list(self._touched)
-        self._touched = set()
-        at = np.fromiter(map(self._row_of.__getitem__, touched), np.int64, count=len(touched))  # one lookup each
+        at = np.fromiter(self._touched.values(), np.int64, count=len(touched))
+        self._touched = {}
         was = np.zeros(len(at), dtype=bool)
         inside = at < len(self._member)
         was[inside] = self._member[at[inside]]
@@ -308,7 +303,7 @@ class SortedKeys(Generic[K]):
         if len(gone) + len(fresh) > self.BULK:
             self._merge(at[gone_at], fresh, at[fresh_at])
         else:
-            self._apply_few(gone, sorted(fresh))
+            self._apply_few(gone, sorted(zip(fresh, at[fresh_at].tolist())))
         born = at[fresh_at]
         if len(born) and int(born.max()) >= len(self._member):
             grown = np.zeros(max(int(born.max()) + 1, len(self._member) + len(self._member) // 2), dtype=bool)
@@ -328,11 +323,12 @@ class SortedKeys(Generic[K]):
             keys, rows = list(compress(keys, kept.tolist())), rows[kept]
         merged = keys + fresh
         order = sorted(range(len(merged)), key=merged.__getitem__)
-        self._keys = [merged[i] for i in order]
+        self._keys = list(map(merged.__getitem__, order))
         self._rows = np.concatenate([rows, fresh_rows]).astype(np.int64)[np.array(order, dtype=np.int64)]
 
-    def _apply_few(self, gone: list[K], fresh: list[K]) -> None:
-        """Delete `gone` and insert `fresh` (each sorted) by binary search, in the list or in the rows only."""
+    def _apply_few(self, gone: list[K], fresh: list[tuple[K, int]]) -> None:
+        """Delete `gone` and insert `fresh` (keys and rows; each sorted) by binary search, in the list or in the
+        rows only."""
         if gone:
             at = [bisect_left(self._ordered(), k) for k in gone]
             if self._keys is not None:
@@ -340,11 +336,11 @@ class SortedKeys(Generic[K]):
                     del self._keys[i]
             self._rows = np.delete(self._rows, at)
         if fresh:
-            at = [bisect_left(self._ordered(), k) for k in fresh]
+            at = [bisect_left(self._ordered(), k) for k, _ in fresh]
             if self._keys is not None:
-                for i, k in zip(reversed(at), reversed(fresh)):
+                for i, (k, _) in zip(reversed(at), reversed(fresh)):
                     self._keys.insert(i, k)
-            self._rows = np.insert(self._rows, at, [self._row_of[k] for k in fresh])
+            self._rows = np.insert(self._rows, at, [row for _, row in fresh])
 
 
 class _KeysAt(Sequence[K]):

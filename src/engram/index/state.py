@@ -106,9 +106,9 @@ class IndexState:
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
         # the order documents arrived in
-        self.passage_order: SortedKeys[str] = SortedKeys(self.passage_row)
-        self.phrase_order: SortedKeys[str] = SortedKeys(self.phrase_row)
-        self.fact_order: SortedKeys[Triple] = SortedKeys(self.fact_row)
+        self.passage_order: SortedKeys[str] = SortedKeys()
+        self.phrase_order: SortedKeys[str] = SortedKeys()
+        self.fact_order: SortedKeys[Triple] = SortedKeys()
         # the last view's edge arrays and what changed since, while patching the next view is cheaper
         self.patch_base: PatchBase | None = None
         self.spares = Spares()  # memory of patched views no longer read, for the next patch's arrays
@@ -127,7 +127,7 @@ class IndexState:
             self.passage_alive[existing] = True
             self._touch_passage(existing)
             self._tally(existing, +1)
-            self.passage_order.touch(row.id)
+            self.passage_order.touch(row.id, existing)
             self.vectors["passage"].set_row(existing, vector.reshape(-1))
             return existing
         index = len(self.passages)
@@ -135,7 +135,7 @@ class IndexState:
         self.passages.append(row)
         self.passage_row[row.id] = index
         self.passage_alive.append(True)
-        self.passage_order.touch(row.id)
+        self.passage_order.touch(row.id, index)
         self.passage_status.append("pending")
         self.passage_facts.append(frozenset())
         self.passage_context.append(np.zeros(0, dtype=np.int64))
@@ -150,7 +150,7 @@ class IndexState:
         self.set_triples(index, "pending", [])
         self._tally(index, -1)
         self.passage_alive[index] = False
-        self.passage_order.touch(passage_id)
+        self.passage_order.touch(passage_id, index)
 
     def stats(self) -> dict[str, int]:
         """The counts `GraphIndex.stats()` reports, from running totals (no view needed)."""
@@ -218,7 +218,7 @@ class IndexState:
             if self.fact_support[f] == 1:
                 self._fact_alive[f] = True
                 self._counts["facts"] += 1
-                self.fact_order.touch(self.facts[f])
+                self.fact_order.touch(self.facts[f], f)
                 for p in set(self.fact_phrases[f]):
                     self._ref(p, +1)
         for pair in self._pairs(now) - before:
@@ -241,7 +241,7 @@ class IndexState:
             if self.fact_support[f] == 0:
                 self._fact_alive[f] = False
                 self._counts["facts"] -= 1
-                self.fact_order.touch(self.facts[f])
+                self.fact_order.touch(self.facts[f], f)
                 for p in set(self.fact_phrases[f]):
                     self._ref(p, -1)
 
@@ -249,13 +249,13 @@ class IndexState:
         self.phrase_refs[phrase] += delta
         self._alive_mask[phrase] = self.phrase_refs[phrase] > 0
         if delta > 0 and self.phrase_refs[phrase] == 1:
-            self.phrase_order.touch(self.phrases[phrase])
+            self.phrase_order.touch(self.phrases[phrase], phrase)
             if phrase in self.changes.dead_phrases:
                 self.changes.dead_phrases.discard(phrase)
             else:
                 self.changes.new_phrases.add(phrase)
         elif delta < 0 and self.phrase_refs[phrase] == 0:
-            self.phrase_order.touch(self.phrases[phrase])
+            self.phrase_order.touch(self.phrases[phrase], phrase)
             if phrase in self.changes.new_phrases:
                 self.changes.new_phrases.discard(phrase)
             else:
