@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from pathlib import Path
 
 import numpy as np
@@ -198,19 +197,3 @@ def test_the_checksum_begun_at_open_is_used_unless_the_file_changed(
         assert results(memory) == results(oracle)
         assert not codes_of(memory).mapped  # the new file failed its own check: encoded again
     assert "does not match its checksum" in caplog.text
-
-
-def test_a_state_built_from_the_records_encodes_its_codes_at_open(pair: tuple[Path, Path]) -> None:
-    """No saved state to restore (as on PostgreSQL, or a snapshot without it): the open builds the state from the
-    records and encodes the fact codes on a thread at once, before any search; results stay a full scan's."""
-    coded_path, plain = pair
-    newest = max((coded_path / "index").glob("g*"), key=lambda p: int(p.name[1:]))
-    (newest / "state.json").unlink()
-    with opened(coded_path, "on") as memory, opened(plain, "off") as reference:
-        codes = codes_of(memory)  # the view derived: no search yet
-        facts = len(memory._live.state.facts)  # type: ignore[union-attr]
-        deadline = time.monotonic() + 20
-        while codes.encoded < facts and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert codes.encoded == facts and not codes.mapped
-        assert results(memory) == results(reference)

@@ -213,16 +213,6 @@ class CodedRows:
         self.scales, self.error, self.size, self.norm = saved.scales, saved.error, saved.size, saved.norm
         self.outliers = saved.outliers
 
-    def warm_up(self, view: RowView, size: int) -> None:
-        """Encode rows 0..`size` of `view` on a thread now (a state built from the records has no saved codes):
-        the first search takes the lock after it, and finds them coded."""
-
-        def encode() -> None:
-            with self._lock:
-                self._extend(view, size)
-
-        threading.Thread(target=encode, name="engram-codes", daemon=True).start()
-
     def _extend(self, view: RowView, size: int) -> None:
         """Encode rows `encoded`..`size` of `view` (fitting the codes' scales first, when none are)."""
         if self.scales is None and self.loader is not None:

@@ -108,8 +108,6 @@ class LiveIndex:
                     coded = opening and available() and use_codes(self.config, len(self.state.facts))
                     check = check_codes(self.root, self.state) if coded else None
                     self.state.fact_codes.loader = partial(load_codes, self.root, self.state, check)
-                if not restored and available() and use_codes(self.config, len(self.state.facts)):
-                    self.state.fact_codes.warm_up(self.state.vectors["fact"].view(), len(self.state.facts))
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     self._lazy_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
