@@ -126,7 +126,10 @@ class Rows:
         return sum(len(p.rows) for p in self.parts) + sum(len(s.rows) for s in self.spilled) + self.tail_size
 
     def append(self, vectors: Vectors) -> None:
-        self.append_filled(len(vectors), lambda rows: rows.__setitem__(slice(None), vectors))
+        def copy(rows: Vectors) -> None:
+            rows[:] = vectors
+
+        self.append_filled(len(vectors), copy)
 
     def append_filled(self, count: int, fill: Callable[[Vectors], object]) -> None:
         """Append `count` rows that `fill` writes in place (every one of them), with no copy in between: a
@@ -233,10 +236,10 @@ Alive = Callable[[IntArray], "npt.NDArray[np.bool_]"]  # which of these rows hol
 
 
 class SortedKeys(Generic[K]):
-    """The alive keys of one kind in sorted order, with their rows, refreshed lazily: `touch` a key whose
-    aliveness may have changed; `keys(alive)` and `rows(alive)` apply the changes - a few by binary search and
-    insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up again.
-    `alive` answers for an array of rows at once (the touched keys' rows, each looked up once)."""
+    """The alive keys of one kind in sorted order, with their rows, refreshed lazily: `touch` a key (with its
+    row) whose aliveness may have changed; `keys(alive)` and `rows(alive)` apply the changes - a few by binary
+    search and insertion, many by one merge of two sorted runs - instead of re-sorting or looking every key up
+    again. `alive` answers for an array of rows at once (the touched keys' rows)."""
 
     BULK = 64  # more changes than this at once: one merge of the kept keys and the new ones
 
