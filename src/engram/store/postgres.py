@@ -274,8 +274,9 @@ class PostgresStore:
             )
 
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
-        keys: str | list[str] = ",".join(hashes)  # one string the server splits: binding thousands of array
-        where = "ANY(string_to_array(%s, ','))"  # items one by one costs more than the lookup
+        # one string the server splits: binding thousands of array items one by one costs more than the lookup
+        keys: str | list[str] = ",".join(hashes)
+        where = "ANY(string_to_array(%s, ','))"
         if any("," in h for h in hashes):  # not a hash: bound as an array
             where, keys = "ANY(%s)", list(hashes)
         rows = self._read(
