@@ -292,7 +292,7 @@ def main() -> int:
     parser.add_argument("--engram", action="store_true", help="also engram's own synonym search (ANN forced)")
     parser.add_argument("--sample", type=int, default=SAMPLE, help="rows whose exact pairs the recall is over")
     parser.add_argument("--batches", type=int, default=1, help="--engram adds the rows in this many batches")
-    parser.add_argument("--engram-only", action="store_true", help="with --vectors: only engram's synonym search")
+    parser.add_argument("--engram-only", action="store_true", help="only engram's synonym search")
     args = parser.parse_args()
     THREADS, SAMPLE = args.threads, args.sample
     try:
@@ -311,7 +311,10 @@ def main() -> int:
         return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)
-        measure(name, vectors, args.k, args.only)
+        if not args.engram_only:
+            measure(name, vectors, args.k, args.only)
+        if args.engram or args.engram_only:
+            measure_engram(name, vectors, args.batches)
     return 0
 
 

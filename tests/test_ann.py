@@ -11,8 +11,8 @@ import pytest
 
 from engram import GraphConfig, InputError, MemoryConfig
 from engram.embed import HashEmbedder
-from engram.graph import ann, synonyms
-from engram.graph.synonyms import ANN_FIRST_K, SynonymLists
+from engram.graph import ann
+from engram.graph.synonyms import SynonymLists
 
 if not ann.available():
     pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
@@ -236,77 +236,6 @@ def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
         assert fresh._live.current().canonical() == grown
 
 
-@pytest.fixture
-def one_faiss_thread() -> Any:
-    """faiss adds in parallel by default, which makes the graph depend on thread timing; one thread fixes it."""
-    import faiss
-
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
-
-
-def copies_among_random(seed: int) -> np.ndarray:
-    """3,000 random unit vectors of which 100 are one vector: searches near the copies stall among them, and
-    the neighbour pruning cuts some copies off, so some rows are never returned by a search for their own vector."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((3000, 64)).astype(np.float32)
-    x[rng.choice(3000, 100, replace=False)] = rng.standard_normal(64).astype(np.float32)
-    out: np.ndarray = x / np.linalg.norm(x, axis=1, keepdims=True)
-    return out
-
-
-class _Forgetful(set[int]):
-    def update(self, *others: Any) -> None:
-        pass
-
-
-def test_rows_their_own_search_misses_are_compared_exactly(
-    one_faiss_thread: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    vectors = copies_among_random(5)  # a seed whose graph cuts copies off (seeds 2 and 3's do not)
-    keys = [f"p{i:04d}" for i in range(3000)]
-    exact = pairs(lists_of(None, keys, vectors))
-    assert len(exact) == 100 * 99  # the copies, each with the other 99
-    lists = lists_of(0, keys, vectors)
-    assert pairs(lists) == exact
-    assert lists.ann is not None and lists.ann.lost
-    lost = sorted(lists.ann.lost)
-    found = lists.ann.search(vectors[lost], ANN_FIRST_K)[1]
-    assert not (found == np.array(lost)[:, None]).any()  # each lost row: its own search does not return it
-    forgetful = property(lambda self: _Forgetful(), lambda self, value: None)
-    monkeypatch.setattr(AnnIndex, "lost", forgetful, raising=False)
-    assert pairs(lists_of(0, keys, vectors)) != exact  # the contrast: without the exact pass, pairs are lost
-
-
-def test_a_large_batch_pairs_earlier_lost_rows_by_their_own_searches(
-    one_faiss_thread: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A batch of many rows does not compare every row with every lost one (rows x lost, quadratic over a
-    build): the rows lost in earlier batches search for themselves and their hits among the batch count the
-    other way round; only rows lost now are compared exactly, with the lost ones. Oracle: the exact search's
-    pairs (order-independent), for copies split across two batches."""
-    vectors = copies_among_random(4)  # a seed whose graph cuts copies off in both batches
-    keys = [f"p{i:04d}" for i in range(3000)]
-    exact = pairs(lists_of(None, keys, vectors))
-    monkeypatch.setattr(synonyms, "ANN_ROW_COST", 1)  # searching is cheap: take the search path at this size
-    compared: list[int] = []
-    real = SynonymLists._exact_pairs
-
-    def spy(self: SynonymLists, rows: np.ndarray, others: np.ndarray, vectors_of: Any, kept: Any) -> Any:
-        compared.append(len(rows))
-        return real(self, rows, others, vectors_of, kept)
-
-    monkeypatch.setattr(SynonymLists, "_exact_pairs", spy)
-    lists = SynonymLists(threshold=0.8, top_k=100, ann_min_rows=0)
-    for a, b in ((0, 1500), (1500, 3000)):
-        lists.add(np.arange(a, b, dtype=np.int64), np.arange(b, dtype=np.int64), lambda r: vectors[r], keys)
-    assert lists.ann is not None and lists.ann.lost
-    assert compared and max(compared) <= len(lists.ann.lost) < 1500  # only lost rows were compared exactly
-    assert pairs(lists) == exact
-
-
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     """Each query's k best cosines (float64, descending): the oracle for what a search returns."""
     sims = queries.astype(np.float64) @ vectors.astype(np.float64).T
@@ -427,19 +356,3 @@ def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) ->
     assert (base, added) == (400, 60) and grown == fresh(299)
     assert not (folder / "phrase-added.faiss").exists()
     assert session(slice(0, 0))[:2] == (598, 0)
-
-
-def test_the_lost_rows_vectors_are_read_once_and_follow_the_lost_set() -> None:
-    """Oracle: the rows gathered directly from the matrix; each row is read through the callback only once."""
-    matrix = np.random.default_rng(9).standard_normal((50, 8)).astype(np.float32)
-    index = AnnIndex(8)
-    reads: list[int] = []
-
-    def gather(rows: np.ndarray) -> np.ndarray:
-        reads.extend(rows.tolist())
-        return matrix[rows]
-
-    for lost in ([3, 7, 20], [3, 7, 20], [1, 7, 20, 44], [44], [], [0, 44, 49]):
-        rows = np.array(lost, dtype=np.int64)
-        assert np.array_equal(index.lost_vectors(rows, gather), matrix[rows])
-    assert sorted(reads) == [0, 1, 3, 7, 20, 44, 44, 49]  # 44 kept while it stayed lost, read again after []

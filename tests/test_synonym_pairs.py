@@ -17,7 +17,8 @@ from engram.graph import ann, synonyms
 from engram.graph.ann import AnnIndex
 from engram.graph.synonym_pairs import Neighbour, oriented, through_lists
 from engram.graph.synonyms import SynonymLists
-from test_ann import copies_among_random, exact_top, found, lists_of, one_faiss_thread, pairs, phrases
+from test_ann import exact_top, found, lists_of, pairs, phrases
+from test_ann_lost import copies_among_random, one_faiss_thread
 
 __all__ = ["one_faiss_thread"]  # a fixture, used by name
 

@@ -14,8 +14,10 @@ measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the sear
 side's search finds counts for both sides. A phrase that the search for its own vector does not return is one no
 search reaches (the graph's pruning cuts a few off in groups of near copies): it is noted in the index's `lost`
 set (saved with the index), and phrases searched later are paired with the lost ones too: a few by comparing them
-with every lost phrase exactly, many (a build's batch) by the lost phrases' own searches, read the other way
-round, plus an exact comparison among the lost phrases themselves (which no search finds from either side).
+with every lost phrase exactly, many (a build's batch) by searching a graph of the lost phrases alone (built in
+RAM when first needed; the few phrases lost there too search the large graph widely, read the other way round),
+plus an exact comparison of the phrases lost now with every lost phrase (no search finds such a pair from either
+side).
 A phrase that the graph stops reaching when later phrases are added (its own search found it when it came) is
 paired through the lists of the earlier phrases a search hits (`engram.graph.synonym_pairs.through_lists`).
 """
@@ -42,6 +44,10 @@ ANN_ROW_COST = 2000  # adding or searching one row of an HNSW index costs about 
 # a row that its own search does not return lies where the graph is poorly linked, and its search misses
 # neighbours that a wider one finds (bench/README.md): lost rows search this wide
 LOST_K = 256
+# costs in exact cosines, as ANN_ROW_COST: a search LOST_K wide costs about 6.5 searches ANN_FIRST_K wide, one in
+# the graph of the lost rows alone about half of one (timed over 900,000 hash-embedded phrases added in 5 batches)
+WIDE_ROW_COST = 13_000
+LOST_GRAPH_ROW_COST = 1_000
 # candidate pairs re-checked at a time: each side's vectors in float64 are 8,192 x 384 x 8 bytes = 24 MiB (65,536
 # pairs were 0.4 GB at once, the anonymous memory peak of a 100k build)
 CONFIRM_PAIRS = 8_192
@@ -165,25 +171,52 @@ class SynonymLists:
         self, index: AnnIndex, rows: IntArray, searched: npt.NDArray[np.bool_], vectors: VectorsOf
     ) -> list[Pairs]:
         """Candidate pairs (searched row, lost row) that the searches of `rows` (marked in `searched`) cannot
-        give: a lost row is one no search returns. Few rows are compared with every lost row exactly; for many,
-        that costs rows x lost (quadratic over a build), so the lost rows that were not searched now search for
-        themselves instead (their hits among `rows`, the other way round: cosines are symmetric) and only rows
-        lost now are compared with every lost row exactly (neither of two lost rows' searches returns the
-        other)."""
+        give: a lost row is one no search returns. Whichever costs least: every row compared with every lost row
+        exactly (few rows; rows x lost is quadratic over a build), or the lost rows that were not searched now
+        searching for themselves `LOST_K` wide (their hits among `rows`, the other way round: cosines are
+        symmetric), or the rows searching a graph of the lost rows alone (`_lost_graph`; the rows lost there too
+        search for themselves). Rows lost now are compared with every lost row exactly on either search path
+        (neither of two lost rows' searches returns the other)."""
         top = len(searched)
         lost = np.array(sorted(index.lost), dtype=np.int64)
         lost = lost[lost < top]
         if not len(lost):
             return []
-        earlier, kept = lost[~searched[lost]], index.lost_vectors(lost, vectors)
-        if len(rows) * len(lost) <= ANN_ROW_COST * len(earlier) + (len(lost) - len(earlier)) * len(lost):
+        now, kept = lost[searched[lost]], index.lost_vectors(lost, vectors)
+        held = 0 if index.lost_graph is None else index.lost_graph.size
+        wide = WIDE_ROW_COST * (len(lost) - len(now))
+        through_graph = ANN_ROW_COST * (len(lost) - held) + LOST_GRAPH_ROW_COST * len(rows)
+        if len(rows) * len(lost) <= min(wide, through_graph) + len(now) * len(lost):
             return self._exact_pairs(rows, lost, vectors, kept)
-        out = self._exact_pairs(lost[searched[lost]], lost, vectors, kept)
-        for lost_rows, hits in self._searched(index, earlier, LOST_K, vectors):
+        out = self._exact_pairs(now, lost, vectors, kept)
+        far = lost[~searched[lost]]
+        if through_graph < wide:
+            graph = self._lost_graph(index, lost, vectors)
+            out.extend(self._searched(graph, rows, ANN_FIRST_K, vectors))
+            far = np.intersect1d(far, np.fromiter(graph.lost, dtype=np.int64, count=len(graph.lost)))
+        for lost_rows, hits in self._searched(index, far, LOST_K, vectors):
             keep = hits < top
             keep[keep] = searched[hits[keep]]
             out.append((hits[keep], lost_rows[keep]))
         return out
+
+    def _lost_graph(self, index: AnnIndex, lost: IntArray, vectors: VectorsOf) -> AnnIndex:
+        """`index.lost_graph`, an HNSW graph of the lost rows alone, grown by those it lacks (built anew when it
+        holds a row that is no longer lost: the index was relabelled). A lost row lies in a group of near copies
+        that the large graph's pruning cut off; among the lost rows alone its search mostly returns it, and the
+        rows whose search there does not are noted in the graph's own `lost`."""
+        graph = index.lost_graph
+        if graph is None or not np.isin(graph.rows(), lost).all():
+            graph = index.lost_graph = AnnIndex(index.dim)
+        new = np.setdiff1d(lost, graph.rows())
+        for start in range(0, len(new), 65536):
+            part = new[start : start + 65536]
+            graph.add(part, vectors(part))
+        reached = np.zeros(len(new), dtype=bool)
+        for q, t in self._searched(graph, new, ANN_FIRST_K, vectors):
+            reached[np.searchsorted(new, q[q == t])] = True
+        graph.lost.update(new[~reached].tolist())
+        return graph
 
     def _searched(self, index: AnnIndex, rows: IntArray, k: int, vectors: VectorsOf) -> list[Pairs]:
         """(row, hit) pairs of the rows' searches, starting with `k` results each."""
