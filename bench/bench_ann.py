@@ -250,7 +250,7 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
         del search
 
 
-def measure_engram(name: str, vectors: Vectors, batches: int = 1) -> None:
+def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[int] | None = None) -> None:
     """engram's own synonym search with approximate search forced (`SynonymLists(ann_min_rows=0)`: the default
     index, its candidates re-checked exactly, rows their own search misses paired as the library does), the rows
     added in `batches` equal batches (as a build adds them): time, and the recall of its edges (pairs in either
@@ -262,11 +262,17 @@ def measure_engram(name: str, vectors: Vectors, batches: int = 1) -> None:
     lists = SynonymLists(threshold=THRESHOLD, top_k=TOP_K, ann_min_rows=0)
     keys = [f"{i:09d}" for i in range(len(vectors))]
     cuts = np.linspace(0, len(vectors), batches + 1).astype(np.int64).tolist()
+    if sizes:
+        cuts = [0, *itertools.accumulate(sizes)]
+        vectors = vectors[: cuts[-1]]
     seconds = 0.0
     for a, b in itertools.pairwise(cuts):
         start = time.perf_counter()
         lists.add(np.arange(a, b, dtype=np.int64), np.arange(b, dtype=np.int64), lambda r: vectors[r], keys)
         seconds += time.perf_counter() - start
+        if sizes:
+            lost = len(getattr(lists.ann, "lost", ()))
+            print(f"  rows {a:,}-{b:,}: {time.perf_counter() - start:.2f} s, {lost} lost", flush=True)
     edges = {(row, other) for row, items in lists.lists.items() for _, _, other in items}
     found = {(q, t) for q, t in truth if (q, t) in edges or (t, q) in edges}
     lost = len(getattr(lists.ann, "lost", ()))
@@ -293,8 +299,11 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=SAMPLE, help="rows whose exact pairs the recall is over")
     parser.add_argument("--batches", type=int, default=1, help="--engram adds the rows in this many batches")
     parser.add_argument("--engram-only", action="store_true", help="only engram's synonym search")
+    parser.add_argument("--sizes", default="", help="--engram adds batches of these many rows (comma-separated; "
+                        "instead of --batches), each batch's time printed")  # fmt: skip
     args = parser.parse_args()
     THREADS, SAMPLE = args.threads, args.sample
+    sizes = [int(x) for x in args.sizes.split(",") if x]
     try:
         import faiss
 
@@ -307,14 +316,14 @@ def main() -> int:
         if not args.engram_only:
             measure(str(args.vectors), chosen, args.k, args.only)
         if args.engram or args.engram_only:
-            measure_engram(str(args.vectors), chosen, args.batches)
+            measure_engram(str(args.vectors), chosen, args.batches, sizes)
         return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)
         if not args.engram_only:
             measure(name, vectors, args.k, args.only)
         if args.engram or args.engram_only:
-            measure_engram(name, vectors, args.batches)
+            measure_engram(name, vectors, args.batches, sizes)
     return 0
 
 

@@ -14,10 +14,10 @@ measured in bench/bench_ann.py, tested in tests/test_ann.py); otherwise the sear
 side's search finds counts for both sides. A phrase that the search for its own vector does not return is one no
 search reaches (the graph's pruning cuts a few off in groups of near copies): it is noted in the index's `lost`
 set (saved with the index), and phrases searched later are paired with the lost ones too: a few by comparing them
-with every lost phrase exactly, many (a build's batch) by searching a graph of the lost phrases alone (built in
-RAM when first needed; the few phrases lost there too search the large graph widely, read the other way round),
-plus an exact comparison of the phrases lost now with every lost phrase (no search finds such a pair from either
-side).
+with every lost phrase exactly, many (a build's batch) by the earlier lost phrases' own wide searches, read the
+other way round, or, where that costs more, by searching a graph of the lost phrases alone (built in RAM when
+first needed); plus an exact comparison of the phrases lost now with every lost phrase (no search finds such a
+pair from either side).
 A phrase that the graph stops reaching when later phrases are added (its own search found it when it came) is
 paired through the lists of the earlier phrases a search hits (`engram.graph.synonym_pairs.through_lists`).
 """
