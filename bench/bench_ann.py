@@ -257,6 +257,8 @@ def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[in
     phrase's list) on the sampled rows."""
     from engram.graph.synonyms import SynonymLists
 
+    if sizes:
+        vectors = vectors[: sum(sizes)]
     rows = np.sort(np.random.default_rng(1).choice(len(vectors), SAMPLE, replace=False)).astype(np.int64)
     truth = exact_pairs(vectors, rows)
     lists = SynonymLists(threshold=THRESHOLD, top_k=TOP_K, ann_min_rows=0)
@@ -264,7 +266,6 @@ def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[in
     cuts = np.linspace(0, len(vectors), batches + 1).astype(np.int64).tolist()
     if sizes:
         cuts = [0, *itertools.accumulate(sizes)]
-        vectors = vectors[: cuts[-1]]
     seconds = 0.0
     for a, b in itertools.pairwise(cuts):
         start = time.perf_counter()
@@ -276,7 +277,8 @@ def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[in
     edges = {(row, other) for row, items in lists.lists.items() for _, _, other in items}
     found = {(q, t) for q, t in truth if (q, t) in edges or (t, q) in edges}
     lost = len(getattr(lists.ann, "lost", ()))
-    print(f"\n{name}: engram SynonymLists, approximate search forced, {len(vectors):,} rows in {batches} batch(es): "
+    print(f"\n{name}: engram SynonymLists, approximate search forced, {len(vectors):,} rows in {len(cuts) - 1} "
+          f"batch(es): "
           f"{seconds:.1f} s, {lost} rows their own search missed, edges' recall {len(found) / max(1, len(truth)):.4f} "
           f"of {len(truth)} sampled pairs", flush=True)  # fmt: skip
 
