@@ -73,7 +73,7 @@ class AnnIndex:
         # them exactly. Noted by callers as they search; saved with the index by its cache (index.ann_cache)
         self.lost: set[int] = set()
         # a graph of the lost rows alone (in RAM, built by the synonym search when a large batch needs it, never
-        # saved): a lost row no search of this graph reaches is one that a search among the lost rows reaches
+        # saved): a lost row, which no search of this graph reaches, is mostly reached by a search of that one
         self.lost_graph: AnnIndex | None = None
         self._lost_rows: IntArray = np.zeros(0, dtype=np.int64)  # rows whose vectors `lost_vectors` keeps
         self._lost_vectors: Vectors = np.zeros((0, dim), dtype=np.float32)

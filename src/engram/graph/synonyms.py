@@ -178,8 +178,8 @@ class SynonymLists:
         search for themselves). Rows lost now are compared with every lost row exactly on either search path
         (neither of two lost rows' searches returns the other)."""
         top = len(searched)
-        lost = np.array(sorted(index.lost), dtype=np.int64)
-        lost = lost[lost < top]
+        every = np.array(sorted(index.lost), dtype=np.int64)
+        lost = every[every < top]
         if not len(lost):
             return []
         now, kept = lost[searched[lost]], index.lost_vectors(lost, vectors)
@@ -191,7 +191,7 @@ class SynonymLists:
         out = self._exact_pairs(now, lost, vectors, kept)
         far = lost[~searched[lost]]
         if through_graph < wide:
-            graph = self._lost_graph(index, lost, vectors)
+            graph = self._lost_graph(index, every, vectors)  # all of them: a later batch's top may be higher
             out.extend(self._searched(graph, rows, ANN_FIRST_K, vectors))
             far = np.intersect1d(far, np.fromiter(graph.lost, dtype=np.int64, count=len(graph.lost)))
         for lost_rows, hits in self._searched(index, far, LOST_K, vectors):
