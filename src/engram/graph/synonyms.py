@@ -137,10 +137,7 @@ class SynonymLists:
         searched = np.zeros(top, dtype=bool)
         searched[rows] = True
         pairs = self._searched(index, rows, ANN_FIRST_K, vectors)
-        itself = np.zeros(top, dtype=bool)
-        for q, t in pairs:
-            itself[q[q == t]] = True
-        lost_now = rows[~itself[rows]]
+        lost_now = _missed(pairs, rows)
         index.lost.update(lost_now.tolist())  # its own search missed it: no search reaches it
         pairs.extend(self._searched(index, lost_now, LOST_K, vectors))  # its neighbourhood, searched wider
         pairs.extend(self._lost_pairs(index, rows, searched, vectors))
@@ -182,14 +179,13 @@ class SynonymLists:
         lost = every[every < top]
         if not len(lost):
             return []
-        now, kept = lost[searched[lost]], index.lost_vectors(lost, vectors)
+        now, far, kept = lost[searched[lost]], lost[~searched[lost]], index.lost_vectors(lost, vectors)
         held = 0 if index.lost_graph is None else index.lost_graph.size
-        wide = WIDE_ROW_COST * (len(lost) - len(now))
+        wide = WIDE_ROW_COST * len(far)
         through_graph = ANN_ROW_COST * (len(lost) - held) + LOST_GRAPH_ROW_COST * len(rows)
         if len(rows) * len(lost) <= min(wide, through_graph) + len(now) * len(lost):
             return self._exact_pairs(rows, lost, vectors, kept)
         out = self._exact_pairs(now, lost, vectors, kept)
-        far = lost[~searched[lost]]
         if through_graph < wide:
             graph = self._lost_graph(index, every, vectors)  # all of them: a later batch's top may be higher
             out.extend(self._searched(graph, rows, ANN_FIRST_K, vectors))
@@ -209,13 +205,8 @@ class SynonymLists:
         if graph is None or not np.isin(graph.rows(), lost).all():
             graph = index.lost_graph = AnnIndex(index.dim)
         new = np.setdiff1d(lost, graph.rows())
-        for start in range(0, len(new), 65536):
-            part = new[start : start + 65536]
-            graph.add(part, vectors(part))
-        reached = np.zeros(len(new), dtype=bool)
-        for q, t in self._searched(graph, new, ANN_FIRST_K, vectors):
-            reached[np.searchsorted(new, q[q == t])] = True
-        graph.lost.update(new[~reached].tolist())
+        _add(graph, new, vectors)
+        graph.lost.update(_missed(self._searched(graph, new, ANN_FIRST_K, vectors), new).tolist())
         return graph
 
     def _searched(self, index: AnnIndex, rows: IntArray, k: int, vectors: VectorsOf) -> list[Pairs]:
@@ -252,9 +243,7 @@ class SynonymLists:
         if len(self.ann_present) < rows:
             self.ann_present = np.concatenate([self.ann_present, np.zeros(rows - len(self.ann_present), bool)])
         missing = np.flatnonzero(~self.ann_present[:rows]).astype(np.int64)
-        for start in range(0, len(missing), 65536):
-            part = missing[start : start + 65536]
-            self.ann.add(part, vectors(part))
+        _add(self.ann, missing, vectors)
         self.ann_present[missing] = True
         return self.ann
 
@@ -373,3 +362,17 @@ class SynonymLists:
         """Undirected edges (i < j) with their cosines, sorted; read-only arrays (the edge table's, patched by the
         pairs changed since the last call: O(edges) copies, not a sort of every edge)."""
         return self._edge_arrays.arrays(self._edges)
+
+
+def _add(index: AnnIndex, rows: IntArray, vectors: VectorsOf) -> None:
+    """Add `rows` to `index`, their vectors read 65,536 rows at a time."""
+    for start in range(0, len(rows), 65536):
+        part = rows[start : start + 65536]
+        index.add(part, vectors(part))
+
+
+def _missed(pairs: Sequence[Pairs], rows: IntArray) -> IntArray:
+    """The rows (in their order) that their own search did not return among `pairs` (searched row, hit)."""
+    returned = np.concatenate([np.zeros(0, dtype=np.int64), *(q[q == t] for q, t in pairs)])
+    out: IntArray = rows[~np.isin(rows, returned)]
+    return out
