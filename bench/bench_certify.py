@@ -112,7 +112,7 @@ def main() -> int:
     with memory:
         ctx = memory.context()
         seeded = default_seeds(ctx.view, ctx.embed_queries(queries), queries, ctx.config)
-        compare(ctx.view, [r for r in seeded.resets if r is not None], ks)
+        compare(ctx.view, [r.dense(ctx.view.n_phrases) for r in seeded.resets if r is not None], ks)
     return 0
 
 

@@ -15,7 +15,7 @@ from engram.embed import HashEmbedder
 from engram.retrieve.default import combined_seeds, dense_first, fact_weights
 from engram.retrieve.links import inner_seeds, link_seeds, lookup_for
 from engram.retrieve.named import named_only, written_as_names
-from engram.retrieve.ranking import GraphRanking
+from engram.retrieve.ranking import GraphRanking, SeedReset, kept_facts
 from engram.retrieve.scoring import gap_weights, top_k
 from helpers import DOCS, EXTRACTIONS
 
@@ -100,11 +100,12 @@ def test_the_default_never_moves_dense_retrievals_best_passage(memory: Memory) -
 def test_fact_weights_fall_off_with_the_gap_to_the_best_fact() -> None:
     scores = np.array([0.60, 0.65, -0.2, 0.55, 0.1])  # every fact's score; rows 1, 0, 3 are the kept ones
     kept = np.array([1, 0, 3], dtype=np.int64)
-    sharp = fact_weights(scores, kept, 0.02)
-    assert sharp[1] == 1.0 and np.isclose(sharp[0], np.exp(-0.05 / 0.02)) and np.isclose(sharp[3], np.exp(-5.0))
-    assert sharp[2] == 0.0 and sharp[4] == 0.0  # only the kept rows are read
+    sharp = fact_weights(scores, kept, 0.02)  # one weight per kept row, in their order
+    assert len(sharp) == 3 and sharp[0] == 1.0
+    assert np.isclose(sharp[1], np.exp(-0.05 / 0.02)) and np.isclose(sharp[2], np.exp(-5.0))
     paper = fact_weights(scores, kept, None)  # min-max over every fact, as the paper
-    assert np.allclose(paper, (scores + 0.2) / 0.85)
+    assert np.allclose(paper, (scores[kept] + 0.2) / 0.85)
+    assert len(fact_weights(scores, kept[:0], 0.02)) == 0
     assert gap_weights(np.array([-np.inf, 0.3, 0.5]), 0.1).tolist() == [0.0, np.exp(-2.0), 1.0]
 
 
@@ -205,3 +206,42 @@ def test_the_names_inside_a_fact_seeds_name_are_seeded(tmp_path: Path) -> None:
     assert np.isclose(float(inner_weights[0]), 0.5 * specificity)
     assert [p.id for p in paper[0].passages] == [p.id for p in paper[1].passages]
     assert [s.weight for s in paper[0].seeds] == [s.weight for s in paper[1].seeds]
+
+
+def test_the_candidate_facts_are_the_best_alive_ones(memory: Memory) -> None:
+    """The top facts a query's seeds start from, against a sort of the alive facts by score, then canonical
+    order: whether or not a dead fact scores best (the fallback from the best of every row to the alive ones)."""
+    with memory:
+        memory.delete(["acme"])  # its facts die, their rows stay
+        view = memory.context().view
+        alive, dead = np.flatnonzero(view.fact_alive), np.flatnonzero(~view.fact_alive)
+        assert len(dead) and len(alive) > 4
+        rng = np.random.default_rng(7)
+        for trial in range(40):
+            scores = rng.integers(0, 4, len(view.fact_alive)).astype(np.float64)  # many ties
+            if trial % 2:
+                scores[rng.choice(dead)] = 9.0  # a dead fact scores above every alive one
+            for k in (1, 3, len(alive) + 2):
+                _, _, rows, _ = kept_facts(view, "q", scores, memory.config.retrieve, None, k)
+                want = sorted(alive.tolist(), key=lambda r: (-scores[r], int(view.fact_rank[r])))[:k]
+                assert rows == want
+
+
+def test_a_reset_by_its_parts_gives_the_masses_of_the_whole_vector(memory: Memory) -> None:
+    """`GraphIndex.seeded_ppr` (phrase seeds and passage weights, no vector over every row) against
+    `passage_ppr` of the same reset written out, to the bit; seeds on dead phrases and zero weights included."""
+    with memory:
+        memory.delete(["acme"])
+        view = memory.context().view
+        rng = np.random.default_rng(3)
+        dead = np.flatnonzero(~view.phrase_alive)
+        assert len(dead)
+        for trial in range(10):
+            rows = rng.choice(view.n_phrases, 4, replace=False)
+            rows[0] = rng.choice(dead)
+            weights = rng.random(4) * (np.arange(4) != trial % 4)  # one seed of weight 0
+            passages = rng.random(len(view.passages))
+            reset = SeedReset(rows.astype(np.int64), weights, passages).dense(view.n_phrases)
+            whole = view.passage_ppr(reset, 0.5, top=3)
+            parts = view.seeded_ppr(rows.astype(np.int64), weights, passages, 0.5, 3)
+            assert parts.tobytes() == whole.tobytes()

@@ -95,9 +95,29 @@ class GraphIndex:
         if r.ndim == 2 and r.shape[1] == 1:  # one query: solved as a vector, read where its reset is not zero
             return self.passage_ppr(r[:, 0], damping, top)[:, None]
         reset, support = self._canonical(r)
+        return self._passage_masses(reset, support, damping, top)
+
+    def seeded_ppr(
+        self, phrase_rows: IntArray, phrase_weights: FloatArray, passages: FloatArray, damping: float, top: int | None
+    ) -> FloatArray:
+        """`passage_ppr` of one reset given by its parts, `phrase_weights` at the (distinct) `phrase_rows` and
+        `passages` at every passage row: the same masses, with no vector over every row to build and search."""
+        start = self._canonical_phrases()
+        at = self.phrase_rank[phrase_rows]
+        kept = (at < start) & (phrase_weights != 0)  # alive phrases (dead rows rank after every alive one)
+        reset = np.zeros(len(self.node_rows))
+        reset[at[kept]] = phrase_weights[kept]
+        reset[start:] = passages[self.node_rows[start:] - self.n_phrases]
+        support = np.concatenate([np.sort(at[kept]), np.arange(start, len(self.node_rows))]).astype(np.int64)
+        return self._passage_masses(reset, support, damping, top)
+
+    def _passage_masses(
+        self, reset: FloatArray, support: IntArray | None, damping: float, top: int | None
+    ) -> FloatArray:
+        """PageRank of a canonical `reset`, read at the passage rows."""
         solved = solve_pagerank(self.walk, reset, damping, top=self._top(top), support=support)
         start = self._canonical_phrases()
-        out = np.zeros((len(self.passages), *r.shape[1:]))
+        out = np.zeros((len(self.passages), *reset.shape[1:]))
         out[self.node_rows[start:] - self.n_phrases] = solved[start:]
         return out
 

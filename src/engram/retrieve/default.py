@@ -44,7 +44,7 @@ from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
 from engram.retrieve.links import inner_seeds, link_seeds
 from engram.retrieve.named import named_only
-from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, kept_facts_all, rank_full_graph
+from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, SeedReset, kept_facts_all, rank_full_graph
 from engram.retrieve.scoring import gap_weights, min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
@@ -59,15 +59,14 @@ def passage_prior(scores: npt.ArrayLike, weight: float, temperature: float) -> F
 
 
 def fact_weights(scores: FloatArray, rows: IntArray, temperature: float | None) -> FloatArray:
-    """Each fact's score as the phrase seeds weigh it, read at `rows` (0 elsewhere): exp((score - best) /
+    """The scores of the facts at `rows` as the phrase seeds weigh them, one per row: exp((score - best) /
     temperature), the best being the highest of every fact, like the passage prior; with no temperature, the
-    paper's min-max over every fact (all rows)."""
+    paper's min-max over every fact."""
     if temperature is None:
-        return min_max(scores)
-    out = np.zeros_like(scores)
-    if len(scores) and len(rows):
-        out[rows] = gap_weights(scores[rows], temperature, best=float(scores.max()))
-    return out
+        return min_max(scores)[rows]
+    if not len(scores) or not len(rows):
+        return np.zeros(len(rows), dtype=np.float64)
+    return gap_weights(scores[rows], temperature, best=float(scores.max()))
 
 
 def combined_seeds(
@@ -78,38 +77,42 @@ def combined_seeds(
     config: RetrieveConfig,
 ) -> tuple[IntArray, FloatArray]:
     """Linked phrases plus `fact_seed_weight` x the paper's fact seeds, plus `inner_name_weight` x the phrases
-    named inside the fact seeds' names (`links.inner_seeds`); a phrase seeded several ways adds up.
-    Returned sorted by weight, best first (ties by canonical phrase order)."""
-    weights = np.zeros(index.n_phrases, dtype=np.float64)
-    rows, link_weights = links
-    if config.query_links and len(rows):
-        np.add.at(weights, rows, link_weights)
+    named inside the fact seeds' names (`links.inner_seeds`); a phrase seeded several ways adds up (in that
+    order). Returned sorted by weight, best first (ties by canonical phrase order)."""
+    parts: list[tuple[IntArray, FloatArray]] = []
+    if config.query_links and len(links[0]):
+        parts.append(links)
     if kept and config.fact_seed_weight > 0:
         counts = index.phrase_passage_counts if config.node_specificity else None
         rows = np.array(kept, dtype=np.int64)
-        fact_rows, seed_weights = phrase_seeds(
-            rows,
+        by_facts, seed_weights = phrase_seeds(  # the kept facts by position: their weights are read at their rows
+            np.arange(len(rows)),
             fact_weights(fact_scores, rows, config.fact_temperature),
-            index.tables.fact_phrases,
+            index.tables.fact_phrases[rows],
             config.max_seeds,
             counts,
             index.phrase_rank,
         )
-        np.add.at(weights, fact_rows, config.fact_seed_weight * seed_weights)
+        parts.append((by_facts, config.fact_seed_weight * seed_weights))
         if config.inner_name_weight > 0:
-            inner_rows, inner_weights = inner_seeds(index, fact_rows, config.fact_seed_weight * seed_weights)
-            np.add.at(weights, inner_rows, config.inner_name_weight * inner_weights)
-    seeded = np.flatnonzero(weights > 0)
-    order = top_k(weights[seeded], len(seeded), index.phrase_rank[seeded])
-    return seeded[order].astype(np.int64), weights[seeded[order]]
+            inner_rows, inner_weights = inner_seeds(index, by_facts, config.fact_seed_weight * seed_weights)
+            parts.append((inner_rows, config.inner_name_weight * inner_weights))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    phrases, inverse = np.unique(np.concatenate([rows for rows, _ in parts]), return_inverse=True)
+    weights = np.concatenate([w for _, w in parts]).astype(np.float64)
+    summed = np.bincount(inverse, weights, len(phrases)).astype(np.float64, copy=False)  # in the order above
+    seeded = np.flatnonzero(summed > 0)
+    order = seeded[top_k(summed[seeded], len(seeded), index.phrase_rank[phrases[seeded]])]
+    return phrases[order].astype(np.int64), summed[order]
 
 
 @dataclass(frozen=True)
 class Seeded:
-    """What the default method gives PageRank for a batch of queries: each query's reset vector in row space
+    """What the default method gives PageRank for a batch of queries: each query's reset by its parts
     (None: no seed, ranked densely), its seed phrases, its facts, and the dense passage scores."""
 
-    resets: list[FloatArray | None]
+    resets: list[SeedReset | None]
     seeds: list[list[tuple[str, float]]]
     evidence: list[Evidence]
     passage_scores: FloatArray
@@ -129,7 +132,7 @@ def default_seeds(
     none: tuple[IntArray, FloatArray] = (np.zeros(0, np.int64), np.zeros(0))
     links = link_seeds(index, queries, keep) if config.query_links else [none] * len(queries)
     picked = kept_facts_all(index, queries, fact_scores, config, recognition, config.seed_fact_top_k)
-    resets: list[FloatArray | None] = []
+    resets: list[SeedReset | None] = []
     seeds: list[list[tuple[str, float]]] = []
     for qi, (_, _, kept_rows, _) in enumerate(picked):
         seed_rows, seed_weights = combined_seeds(index, links[qi], kept_rows, fact_scores[qi], config)
@@ -137,12 +140,8 @@ def default_seeds(
             resets.append(None)
             seeds.append([])
             continue
-        reset = np.zeros(index.n_phrases + len(index.passages), dtype=np.float64)
-        reset[seed_rows] = seed_weights
-        reset[index.n_phrases :] = passage_prior(
-            index.rankable(passage_scores[qi]), config.prior_weight, config.prior_temperature
-        )
-        resets.append(reset)
+        prior = passage_prior(index.rankable(passage_scores[qi]), config.prior_weight, config.prior_temperature)
+        resets.append(SeedReset(seed_rows, seed_weights, prior))
         seeds.append([(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights.tolist())])
     evidence = [(candidates, kept, filtered) for candidates, kept, _, filtered in picked]
     return Seeded(resets, seeds, evidence, passage_scores)

@@ -34,6 +34,23 @@ class GraphRanking:
     filtered: bool
 
 
+@dataclass(frozen=True)
+class SeedReset:
+    """One query's PageRank reset by its parts: phrase seeds (distinct phrase rows and their weights) and every
+    passage row's weight; a vector over every row only when batched with other queries (`dense`)."""
+
+    phrase_rows: npt.NDArray[np.int64]
+    phrase_weights: FloatArray
+    passages: FloatArray
+
+    def dense(self, n_phrases: int) -> FloatArray:
+        """The reset over every row: phrase rows, then passage rows."""
+        reset = np.zeros(n_phrases + len(self.passages), dtype=np.float64)
+        reset[self.phrase_rows] = self.phrase_weights
+        reset[n_phrases:] = self.passages
+        return reset
+
+
 def dense_ranking(
     passage_scores: npt.NDArray[np.float64], k: int, tiebreak: npt.ArrayLike | None = None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -55,7 +72,7 @@ def kept_facts(
 ) -> tuple[list[Fact], list[Fact], list[int], bool]:
     """The query's `top` (default `fact_top_k`) facts by score, the ones the recognition filter keeps (all
     without a filter), the kept rows, and whether the filter ran."""
-    rows = top_k(np.where(index.fact_alive, scores, -np.inf), top or config.fact_top_k, index.fact_rank).tolist()
+    rows = _alive_top(index, scores, top or config.fact_top_k).tolist()
     candidates = _facts(index, rows, scores)
     kept_rows, filtered = rows, False
     if recognition is not None and config.use_filter and rows:
@@ -63,6 +80,15 @@ def kept_facts(
         if choice is not None:
             kept_rows, filtered = [rows[i] for i in choice], True
     return candidates, _facts(index, kept_rows, scores), kept_rows, filtered
+
+
+def _alive_top(index: GraphIndex, scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
+    """The `k` best alive facts by score (ties by canonical order). The best of every row when none of them is
+    dead (the dead rows set to -inf could only fall below them): no masked copy of every score."""
+    rows = top_k(scores, k, index.fact_rank)
+    if index.fact_alive[rows].all():
+        return rows
+    return top_k(np.where(index.fact_alive, scores, -np.inf), k, index.fact_rank)
 
 
 def kept_facts_all(
@@ -92,7 +118,7 @@ def kept_facts_all(
 
 def rank_full_graph(
     index: GraphIndex,
-    resets: Sequence[FloatArray | None],
+    resets: Sequence[FloatArray | SeedReset | None],
     passage_scores: FloatArray,
     seeds: Sequence[list[tuple[str, float]]],
     evidence: Sequence[Evidence],
@@ -105,9 +131,13 @@ def rank_full_graph(
     reset vector is ranked densely (`method == "dense"`). The walk stops once each query's `k` best passages
     are certain (`GraphIndex.ppr`): the ranking is the exact solution's, the masses within a certified bound."""
     columns = {qi: col for col, qi in enumerate(qi for qi, r in enumerate(resets) if r is not None)}
-    stacked = [r for r in resets if r is not None]
+    given = [r for r in resets if r is not None]
     ranks = None
-    if stacked:  # one query's column is a view of its reset, not a copy of every node's entry
+    if len(given) == 1 and isinstance(given[0], SeedReset):  # by its parts: no vector over every row
+        one = given[0]
+        ranks = index.seeded_ppr(one.phrase_rows, one.phrase_weights, one.passages, damping, k)[:, None]
+    elif given:  # one query's column is a view of its reset, not a copy of every node's entry
+        stacked = [r.dense(index.n_phrases) if isinstance(r, SeedReset) else r for r in given]
         matrix = stacked[0][:, None] if len(stacked) == 1 else np.stack(stacked, axis=1)
         ranks = index.passage_ppr(matrix, damping, top=k)
     out: list[GraphRanking] = []
