@@ -126,23 +126,13 @@ def splice_plan(keys: IntArray, drop: IntArray, add: IntArray) -> Plan:
     return [piece for piece in plan if piece[2] > piece[1]]
 
 
-Empty = Callable[[int, np.dtype[np.generic]], npt.NDArray[np.generic]]  # (elements, dtype) -> a flat array
-
-
-def splice(plan: Plan, old: npt.NDArray[R], new: npt.NDArray[R], empty: Empty | None = None) -> npt.NDArray[R]:
-    """`old` spliced as `plan` says, with rows of `new` (same trailing shape) where the plan takes them; written
-    into an array from `empty` when given (memory used before: engram.index.spares), else a new one."""
+def splice(plan: Plan, old: npt.NDArray[R], new: npt.NDArray[R]) -> npt.NDArray[R]:
+    """`old` spliced as `plan` says, with rows of `new` (same trailing shape) where the plan takes them."""
     if not plan:
-        nothing: npt.NDArray[R] = old[:0].copy()
-        return nothing
-    pieces = [(old if was_old else new)[a:b] for was_old, a, b in plan]
-    if empty is None:
-        joined: npt.NDArray[R] = np.concatenate(pieces)
-        return joined
-    rows, shape = sum(b - a for _, a, b in plan), old.shape[1:]
-    out = empty(rows * int(np.prod(shape, dtype=np.int64)), old.dtype).reshape(rows, *shape)
-    np.concatenate(pieces, out=out)
-    return out  # type: ignore[return-value]
+        empty: npt.NDArray[R] = old[:0].copy()
+        return empty
+    out: npt.NDArray[R] = np.concatenate([(old if was_old else new)[a:b] for was_old, a, b in plan])
+    return out
 
 
 def _frozen(array: A) -> A:

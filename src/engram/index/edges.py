@@ -16,14 +16,13 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.csr import row_entries
-from engram.graph.pair_arrays import Empty, pair_keys, splice, splice_plan
+from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
 from engram.index.assembly import assemble
 from engram.index.node_maps import node_maps
@@ -65,7 +64,7 @@ def derive_edges(
         edges = Edges(same.relation, same.support, same.relation_keys, same.context, same.phrase_passages,
                       same.adjacency, same.walk, True)  # fmt: skip
     elif base is not None and touched is not None and syn_touched is not None and len(syn_touched) <= touched.limit:
-        relation, support, keys = _patch_relation(base, touched.relation, state.relation, state.spares.empty)
+        relation, support, keys = _patch_relation(base, touched.relation, state.relation)
         context, counts = _patch_context(base, touched.passages, state, alive)
         patched = _patch_adjacency(base, touched.passages, touched.relation | syn_touched, state, node_rows, size)
         if patched is not None:
@@ -142,11 +141,10 @@ def _relation_table(state: IndexState) -> tuple[IntArray, FloatArray]:
 
 # patching ---------------------------------------------------------------------------------------------------
 def _patch_relation(
-    base: PatchBase, touched: set[tuple[int, int]], relation: Mapping[tuple[int, int], int], empty: Empty
+    base: PatchBase, touched: set[tuple[int, int]], relation: Mapping[tuple[int, int], int]
 ) -> tuple[IntArray, FloatArray, IntArray]:
     """The relation table (pairs, support, pair keys) with the touched pairs taken out and those still related
-    put back with their current support: slice copies of the untouched runs (engram.graph.pair_arrays.splice),
-    written into arrays from `empty` (memory of views no longer read)."""
+    put back with their current support: slice copies of the untouched runs (engram.graph.pair_arrays.splice)."""
     pairs = sorted(touched)
     drop = pair_keys(_pairs(pairs, len(pairs)))
     now = [p for p in pairs if p in relation]
@@ -154,8 +152,8 @@ def _patch_relation(
     add = pair_keys(added)
     plan = splice_plan(base.relation_keys, drop, add)
     support = np.array([float(relation[p]) for p in now], dtype=np.float64)
-    keys = splice(plan, base.relation_keys, add, empty)
-    return splice(plan, base.relation, added, empty), splice(plan, base.support, support, empty), keys
+    keys = splice(plan, base.relation_keys, add)
+    return splice(plan, base.relation, added), splice(plan, base.support, support), keys
 
 
 def _patch_context(
@@ -163,12 +161,10 @@ def _patch_context(
 ) -> tuple[IntArray, FloatArray]:
     """The context table (sorted by passage row) with each touched passage's run of rows replaced by its
     current ones, and the phrases' passage counts moved by the runs taken out and put in: one copy of the
-    untouched runs, no pass over every row (counts are whole numbers, so the floats are a bincount's). Both are
-    written into memory of views no longer read (`state.spares`)."""
+    untouched runs, no pass over every row (counts are whole numbers, so the floats are a bincount's)."""
     context, touched = base.context, sorted(passages)
-    counts = cast(FloatArray, state.spares.empty(len(state.phrases), np.float64))
+    counts = np.zeros(len(state.phrases), dtype=np.float64)
     counts[: len(base.phrase_passages)] = base.phrase_passages
-    counts[len(base.phrase_passages) :] = 0.0
     starts = np.searchsorted(context[:, 0], touched, side="left").tolist()
     ends = np.searchsorted(context[:, 0], touched, side="right").tolist()
     parts, done = [], 0
@@ -180,9 +176,7 @@ def _patch_context(
             np.add.at(counts, parts[-1][:, 1], 1.0)
         done = end
     parts.append(context[done:])
-    joined = state.spares.empty(sum(len(part) for part in parts) * 2, np.int64).reshape(-1, 2)
-    np.concatenate([part.astype(np.int64, copy=False) for part in parts], out=joined)
-    return cast(IntArray, joined), counts
+    return np.concatenate(parts).reshape(-1, 2).astype(np.int64, copy=False), counts
 
 
 def _patch_adjacency(

@@ -1,8 +1,7 @@
 """Memory for a patched view's largest arrays, used again once no view reads it.
 
 A patch writes the new view's edge arrays afresh (engram.index.edges): at 100k passages its column indices,
-weights and walk values are about 110 MB, its relation and context tables and the phrases' passage counts about
-65 MB more. Memory that large comes from the system as new pages, and the first
+weights and walk values are about 110 MB. Memory that large comes from the system as new pages, and the first
 write to each page stops the writer while the system supplies it: on this project's machines that cost more
 than the copy itself, and varied from one patch to the next (bench/README.md, "Patched arrays written into
 memory used before"). The view before last held arrays of the same sizes; once nothing reads them, the next
@@ -24,7 +23,7 @@ import numpy.typing as npt
 
 HEADROOM = 64  # a fresh buffer holds 1/64 more than asked, so the next patches (a few more entries) fit it
 LOOSE = 1.125  # a free buffer serves an array of at least 1 / LOOSE of its size (smaller: a fresh one)
-KEEP_FREE = 18  # free buffers kept at most (the newest): two views' worth of the nine arrays a patch writes
+KEEP_FREE = 8  # free buffers kept at most (the newest): two views' worth of the arrays a patch writes
 
 
 @dataclass(eq=False)  # compared by identity (a weak reference compares its arrays)
