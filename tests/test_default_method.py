@@ -12,6 +12,8 @@ import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
+from engram.graph.certify import TopK
+from engram.graph.ppr import solve_pagerank
 from engram.retrieve.default import combined_seeds, dense_first, fact_weights
 from engram.retrieve.links import inner_seeds, link_seeds, lookup_for
 from engram.retrieve.named import named_only, written_as_names
@@ -229,7 +231,9 @@ def test_the_candidate_facts_are_the_best_alive_ones(memory: Memory) -> None:
 
 def test_a_reset_by_its_parts_gives_the_masses_of_the_whole_vector(memory: Memory) -> None:
     """`GraphIndex.seeded_ppr` (phrase seeds and passage weights, no vector over every row) against
-    `passage_ppr` of the same reset written out, to the bit; seeds on dead phrases and zero weights included."""
+    `passage_ppr` of the same reset written out, to the bit, and against PageRank of that vector put in canonical
+    order by hand (`node_rows` holds the alive nodes: dead phrases drop out); seeds on dead phrases and zero
+    weights included."""
     with memory:
         memory.delete(["acme"])
         view = memory.context().view
@@ -245,3 +249,9 @@ def test_a_reset_by_its_parts_gives_the_masses_of_the_whole_vector(memory: Memor
             whole = view.passage_ppr(reset, 0.5, top=3)
             parts = view.seeded_ppr(rows.astype(np.int64), weights, passages, 0.5, 3)
             assert parts.tobytes() == whole.tobytes()
+            start = int(np.count_nonzero(view.node_rows < view.n_phrases))
+            solved = solve_pagerank(view.walk, reset[view.node_rows], 0.5, top=TopK(start, 3))
+            by_hand = np.zeros(len(view.passages))
+            by_hand[view.node_rows[start:] - view.n_phrases] = solved[start:]
+            assert np.allclose(parts, by_hand, rtol=1e-9, atol=0.0)
+            assert top_k(parts, 3).tolist() == top_k(by_hand, 3).tolist()

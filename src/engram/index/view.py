@@ -102,13 +102,7 @@ class GraphIndex:
     ) -> FloatArray:
         """`passage_ppr` of one reset given by its parts, `phrase_weights` at the (distinct) `phrase_rows` and
         `passages` at every passage row: the same masses, with no vector over every row to build and search."""
-        start = self._canonical_phrases()
-        at = self.phrase_rank[phrase_rows]
-        kept = (at < start) & (phrase_weights != 0)  # alive phrases (dead rows rank after every alive one)
-        reset = np.zeros(len(self.node_rows))
-        reset[at[kept]] = phrase_weights[kept]
-        reset[start:] = passages[self.node_rows[start:] - self.n_phrases]
-        support = np.concatenate([np.sort(at[kept]), np.arange(start, len(self.node_rows))]).astype(np.int64)
+        reset, support = self._canonical_parts(phrase_rows, phrase_weights, passages)
         return self._passage_masses(reset, support, damping, top)
 
     def _passage_masses(
@@ -129,19 +123,31 @@ class GraphIndex:
     def _canonical(self, resets: FloatArray) -> tuple[FloatArray, IntArray | None]:
         """`canonical_reset`, and for a vector the sorted canonical nodes outside which it is zero (the seeded
         phrases, then every passage): what PageRank's checks and push then read, instead of every node."""
-        start = self._canonical_phrases()
-        out = np.zeros((len(self.node_rows), *resets.shape[1:]))
         phrase_part = resets[: self.n_phrases]
         # a compare, then a pass over bools: several times faster than nonzero over the floats themselves
         seeded = np.flatnonzero(phrase_part != 0 if resets.ndim == 1 else phrase_part.any(axis=1))
+        if resets.ndim == 1:
+            return self._canonical_parts(seeded, resets[seeded], resets[self.n_phrases :])
+        start = self._canonical_phrases()
         seeded = seeded[self.phrase_rank[seeded] < start]  # alive phrases (dead rows rank after every alive one)
-        at = self.phrase_rank[seeded]
-        out[at] = resets[seeded]
+        out = np.zeros((len(self.node_rows), *resets.shape[1:]))
+        out[self.phrase_rank[seeded]] = resets[seeded]
         out[start:] = resets[self.node_rows[start:]]
-        if resets.ndim != 1:
-            return out, None
-        support = np.concatenate([np.sort(at), np.arange(start, len(self.node_rows))]).astype(np.int64)
-        return out, support
+        return out, None
+
+    def _canonical_parts(
+        self, phrase_rows: IntArray, phrase_weights: FloatArray, passages: FloatArray
+    ) -> tuple[FloatArray, IntArray]:
+        """The canonical reset of `phrase_weights` at the distinct `phrase_rows` and `passages` at every passage
+        row, and the sorted canonical nodes outside which it is zero (its seeded alive phrases, every passage)."""
+        start = self._canonical_phrases()
+        at = self.phrase_rank[phrase_rows]
+        kept = (at < start) & (phrase_weights != 0)  # alive phrases (dead rows rank after every alive one)
+        reset = np.zeros(len(self.node_rows))
+        reset[at[kept]] = phrase_weights[kept]
+        reset[start:] = passages[self.node_rows[start:] - self.n_phrases]
+        support = np.concatenate([np.sort(at[kept]), np.arange(start, len(self.node_rows))]).astype(np.int64)
+        return reset, support
 
     def _canonical_phrases(self) -> int:
         """How many phrase nodes the walk has (the alive phrases, first in canonical order)."""
