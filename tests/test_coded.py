@@ -234,3 +234,20 @@ def test_retrieval_is_the_same_with_and_without_codes(tmp_path: Path, method: st
             results.append([(r.method, r.facts, r.candidate_facts, r.seeds) for r in found])
     assert results[0] == results[2] and results[1] == results[3]
     assert all(facts for _, facts, _, _ in results[1])  # every query's facts were found and scored
+
+
+@pytest.mark.parametrize("size", [1, 15, 16, 17, 100, 5000])
+def test_kth_largest_is_that_of_a_sort(size: int) -> None:
+    """Against a full sort: ties (integer scores), dead rows at -inf, values that rise along the rows (the
+    strided sample then holds none of the best), every k from 1 to the whole."""
+    rng = np.random.default_rng(size)
+    cases = [
+        rng.integers(-5, 6, size).astype(np.float32),
+        np.arange(size, dtype=np.float32),
+        np.where(rng.random(size) < 0.7, -np.inf, rng.normal(size=size)).astype(np.float32),
+    ]
+    for values in cases:
+        ranked = np.sort(values)[::-1]
+        for k in sorted({1, 2, 3, 16, size // 2, size} - {0}):
+            if k <= size:
+                assert coded.kth_largest(values.copy(), k) == float(ranked[k - 1])

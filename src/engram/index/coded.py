@@ -56,6 +56,7 @@ ROUNDING = 1e-4  # float32 sums of 384 products: both scores' rounding stays far
 SPLIT_BYTES = 8 << 20  # codes below which a query's scan stays on one thread
 TAIL_ROWS = 8_192  # rows appended after saved codes that are scored exactly before the codes are copied to RAM
 GROWTH = 1.25  # an in-RAM code table grows by this factor (and a slice) when full
+STRIDE = 16  # every STRIDE-th score bounds the cut of the best ones from below (kth_largest)
 
 
 def available() -> bool:
@@ -92,6 +93,17 @@ def use_codes(config: GraphConfig, facts: int) -> bool:
     if config.fact_codes == "off" or (config.fact_codes == "auto" and not available()):
         return False
     return config.fact_codes == "on" or facts >= config.fact_codes_min_rows
+
+
+def kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
+    """The `k`-th largest of `values` (1 <= k <= len(values)), exactly. The `k`-th largest of every
+    `STRIDE`-th value is at most it (those values are among all of them), so only the values at or above that
+    one are partitioned: a few times `k` rather than every value, unless many tie there."""
+    sample = values[::STRIDE]
+    pool = values
+    if len(sample) >= k:
+        pool = values[values >= sample[np.argpartition(sample, len(sample) - k)[len(sample) - k]]]
+    return float(np.partition(pool, len(pool) - k)[len(pool) - k])
 
 
 class CodedRows:
@@ -172,15 +184,15 @@ class CodedRows:
         reach = math.floor(2 * (bound + off * codes.size) / unit * (1 + 1e-9)) + 1  # in code units, rounded up
         scores = self._scan(codes.codes[: len(usable)], rounded.astype(np.int8))  # exact integers
         hits = [np.zeros(0, dtype=np.int64)]
-        if top >= count:
-            hits.append(np.flatnonzero(usable))
-        elif top > 0:
-            best = np.where(usable, scores, -np.inf)
-            cut = float(np.partition(best, len(best) - top)[len(best) - top])
-            hits.append(np.flatnonzero(best >= cut - reach))
         if lowest:
             worst = np.where(usable, scores, np.inf)
             hits.append(np.flatnonzero(worst <= float(worst.min()) + reach))
+        if top >= count:
+            hits.append(np.flatnonzero(usable))
+        elif top > 0:
+            np.copyto(scores, -np.inf, where=~usable)  # the scan's own buffer: no masked copy of every score
+            cut = kth_largest(scores, top)
+            hits.append(np.flatnonzero(np.greater_equal(scores, np.float64(cut - reach))))  # compared in float64
         return np.concatenate(hits)
 
     def _scan(self, codes: Codes, weights: Codes) -> npt.NDArray[np.float32]:
