@@ -3,6 +3,7 @@ certain (engram.graph.certify), against the same solve run to its tolerance (1e-
 
     .venv/bin/python bench/bench_certify.py DIR/engram-bench-scale-xxxx/s100000 [--queries 20] [--ks 5,10,20]
     HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_certify.py --musique /tmp/q13/m [--ks 5,10,20,40]
+    .venv/bin/python bench/bench_certify.py DIR/.../s100000 --queries 50 --ks 5 --budgets 0.05,0.1,0.2,0.4
 
 The first form reads a memory kept by `bench_scale.py --keep DIR` (hash embedder, the benchmark's queries);
 the second the shared MuSiQue memory (MiniLM, the 50 shared questions; built on first use as in
@@ -13,6 +14,11 @@ the top):
 time, sparse products (counted on a one-chunk copy of the walk, with conjugate gradients alone), how many
 queries the push settled alone and the entries it touched, whether the top k passages are the full solve's,
 and the largest relative difference of their masses (either stopped solve).
+
+With `--budgets`, the default's solve (push, then conjugate gradients if unsettled) again for each push budget
+(entries the push may touch, as a fraction of the walk's non-zeros; `push.PUSH_BUDGET` is the library's), per k:
+the queries the push settled alone, time p50, p90, largest and mean (a query the push leaves unsettled pays for
+conjugate gradients after it, so the tail moves with the budget), and whether the top k are the full solve's.
 """
 
 from __future__ import annotations
@@ -88,12 +94,44 @@ def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
     print(f"5-minute load average on {os.cpu_count()} cores: {os.getloadavg()[1]:.1f}")
 
 
+def budgets(index: GraphIndex, resets: list[np.ndarray], ks: list[int], fractions: list[float]) -> None:
+    """The default's solve at each push budget, alternately query by query (the same load for every budget)."""
+    n = index.n_phrases
+    start = len(index.node_rows) - int(np.count_nonzero(index.node_rows >= n))
+    walk = index.walk
+    print("| k | push budget | settled by the push alone | same top k | p50 (ms) | p90 (ms) | largest (ms) "
+          "| mean (ms) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for k in ks:
+        top = TopK(start, k)
+        times: dict[float, list[float]] = {b: [] for b in fractions}
+        alone = dict.fromkeys(fractions, 0)
+        same = dict.fromkeys(fractions, 0)
+        for reset in resets:
+            canonical = reset[index.node_rows] / reset.sum()
+            want = top_k(solve_pagerank(walk, canonical, 0.5)[start:], k)
+            for budget in fractions:
+                t0 = time.perf_counter()
+                got = solve_pagerank(walk, canonical, 0.5, top=top, push_budget=budget)
+                times[budget].append(time.perf_counter() - t0)
+                same[budget] += int(np.array_equal(top_k(got[start:], k), want))
+                alone[budget] += int(push_top(walk, canonical, 0.5, top, budget).masses is not None)
+        q = len(resets)
+        for budget in fractions:
+            ms = sorted(t * 1e3 for t in times[budget])
+            p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+            print(f"| {k} | {budget:g} | {alone[budget]}/{q} | {same[budget]}/{q} | {statistics.median(ms):.1f} | "
+                  f"{p90:.1f} | {ms[-1]:.1f} | {statistics.fmean(ms):.1f} |")
+    print(f"5-minute load average on {os.cpu_count()} cores: {os.getloadavg()[1]:.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, nargs="?", help="a bench_scale.py memory folder (holds m/, queries.json)")
     parser.add_argument("--musique", type=Path, help="the shared MuSiQue memory instead (built on first use)")
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--ks", default="5,10,20")
+    parser.add_argument("--budgets", help="push budgets to compare (comma-separated fractions of the non-zeros)")
     args = parser.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
     if args.musique is not None:
@@ -112,7 +150,11 @@ def main() -> int:
     with memory:
         ctx = memory.context()
         seeded = default_seeds(ctx.view, ctx.embed_queries(queries), queries, ctx.config)
-        compare(ctx.view, [r.dense(ctx.view.n_phrases) for r in seeded.resets if r is not None], ks)
+        resets = [r.dense(ctx.view.n_phrases) for r in seeded.resets if r is not None]
+        if args.budgets:
+            budgets(ctx.view, resets, ks, [float(b) for b in args.budgets.split(",")])
+        else:
+            compare(ctx.view, resets, ks)
     return 0
 
 
