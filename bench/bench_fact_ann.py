@@ -10,7 +10,7 @@ index would read far less. This measures, on a memory's own fact vectors and que
 * an HNSW graph (faiss, 8-bit scalar-quantised copies, `--hnsw M,efConstruction`): its build time over every
   fact, and for each `--ef` the share of the exact top 5 among its 20 results, the best fact's, and the time.
 
-The exact top 5 are the float32 dots with every alive fact (what engram returns). Each share is a mean over the
+The exact top 5 rank the float32 dots (BLAS) of the query with every alive fact. Each share is a mean over the
 queries. Embedding the queries is not timed.
 
     .venv/bin/python bench/bench_fact_ann.py --kept KEPT/engram-bench-scale-xxxx/s100000
