@@ -172,3 +172,27 @@ def test_retrieval_ranks_the_same_with_the_push_as_with_conjugate_gradients(
         for a, b in zip(ranked["push"], ranked["cg"]):
             assert [p.id for p in a] == [p.id for p in b]
             assert np.allclose([p.score for p in a], [p.score for p in b], rtol=2 * SCORE_TOLERANCE)
+
+
+def test_a_drain_from_the_nodes_that_hold_residual_is_the_drain_from_every_node() -> None:
+    """The first drain reads the reset's nodes alone (`held`): the same frontier, so the same arrays to the bit
+    (a reset held on a subset that also lists nodes where it is zero)."""
+    rng = np.random.default_rng(3)
+    phrases, passages = 300, 120
+    walk = symmetric_walk(bipartite(rng, phrases, passages, 900))
+    reset = concentrated(rng, phrases, passages)
+    support = np.union1d(np.flatnonzero(reset), rng.choice(phrases, 20, replace=False)).astype(np.int64)
+    b = reset * walk.inverse_root
+    start = b * walk.inverse_root
+    eps = float(np.quantile(start[start > 0], 0.3))  # most of the reset's nodes are pushed in the first round
+    runs = []
+    for held in (None, support):
+        y, residual = np.zeros_like(b), b.copy()
+        per_degree = residual * walk.inverse_root
+        pushed: list[np.ndarray] = []
+        work = _drain(walk, y, residual, per_degree, 0.5, eps, np.inf, pushed, held)
+        runs.append((work, y, residual, per_degree, np.concatenate(pushed)))
+    assert runs[0][0] == runs[1][0] > 0
+    assert np.count_nonzero(start >= eps) > 1
+    for a, b_ in zip(runs[0][1:], runs[1][1:]):
+        assert np.array_equal(a, b_)

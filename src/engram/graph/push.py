@@ -86,8 +86,8 @@ def push_top(
 ) -> Pushed:
     """Push the normalised `reset` (one column) until the top `top.k` nodes from `top.start` on are settled or
     `budget` x the walk's non-zeros entries are touched. Reads and writes the nodes the reset and the push
-    reach, not every node (the arrays start as zeros the system provides untouched); `support`, sorted, holds
-    every node where `reset` is not zero (default: found by a pass over it)."""
+    reach, not every node (the arrays start as zeros the system provides untouched); `support`, sorted and
+    distinct, holds every node where `reset` is not zero (default: found by a pass over it)."""
     n = walk.size
     support = np.flatnonzero(reset != 0) if support is None else support
     b = reset[support] * walk.inverse_root[support]
@@ -101,7 +101,8 @@ def push_top(
     before: tuple[float, int] | None = None  # the last check's eps and work
     for _ in range(LEVELS):
         if eps > 0.0:
-            work += _drain(walk, y, residual, per_degree, damping, eps, allowance - work, pushed)
+            held = None if pushed else support  # before the first drain only the reset's nodes hold residual
+            work += _drain(walk, y, residual, per_degree, damping, eps, allowance - work, pushed, held)
         if work > allowance:
             break
         values, slack = intervals(walk, y, residual, reset, damping, eps, top, rhs)
@@ -156,13 +157,15 @@ def _drain(
     eps: float,
     allowance: float,
     pushed: list[IntArray],
+    held: IntArray | None = None,
 ) -> int:
     """Push every node whose residual per degree is at least `eps`, round after round (all of a round's nodes
     at once, each round's added to `pushed`), until none is left or `allowance` entries are touched; returns
-    the entries touched."""
+    the entries touched. `held`, sorted and distinct: nodes outside which `per_degree` is zero (the first round
+    then reads those, not every node)."""
     matrix = walk.matrix
     indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
-    frontier = np.flatnonzero(per_degree >= eps)
+    frontier = np.flatnonzero(per_degree >= eps) if held is None else held[per_degree[held] >= eps]
     work = 0
     while frontier.size and work <= allowance:
         pushed.append(frontier)
