@@ -49,9 +49,13 @@ from bench_scale import QueryCache
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 
 
+def passage_start(index: GraphIndex) -> int:
+    """The first passage node of the view's canonical walk (its alive phrases come first)."""
+    return len(index.node_rows) - int(np.count_nonzero(index.node_rows >= index.n_phrases))
+
+
 def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
-    n = index.n_phrases
-    start = len(index.node_rows) - int(np.count_nonzero(index.node_rows >= n))
+    start = passage_start(index)
     walk = index.walk
     cg_only = f"solves by conjugate gradients alone (< {MIN_NONZEROS:,})"
     pushes = "pushes first" if walk.matrix.nnz >= MIN_NONZEROS else cg_only
@@ -96,8 +100,7 @@ def compare(index: GraphIndex, resets: list[np.ndarray], ks: list[int]) -> None:
 
 def budgets(index: GraphIndex, resets: list[np.ndarray], ks: list[int], fractions: list[float]) -> None:
     """The default's solve at each push budget, alternately query by query (the same load for every budget)."""
-    n = index.n_phrases
-    start = len(index.node_rows) - int(np.count_nonzero(index.node_rows >= n))
+    start = passage_start(index)
     walk = index.walk
     print("| k | push budget | settled by the push alone | same top k | p50 (ms) | p90 (ms) | largest (ms) "
           "| mean (ms) |")
