@@ -15,7 +15,7 @@ import pytest
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.index.saved_walk import FILES as WALK_FILES
-from engram.index.state_file import ARRAYS
+from engram.index.state_file import ARRAYS, KEY_TABLES
 from engram.store.snapshot import ROLES, read_latest_snapshot, snapshot_dir, write_snapshot
 from helpers import DOCS
 
@@ -74,7 +74,7 @@ def test_snapshot_has_checksums(tmp_path: Path) -> None:
     folder = only_snapshot(tmp_path / "m")
     assert (folder / "manifest.json").exists()
     vectors = {"manifest.json", *(f"{r}.npy" for r in ROLES), *(f"{r}-keys.json" for r in ROLES)}
-    state = {"state.json", *(f"state-{a}.npy" for a in ARRAYS)}
+    state = {"state.json", *(f"state-{a}.npy" for a in [*ARRAYS, *KEY_TABLES])}
     assert {p.name for p in folder.iterdir()} == vectors | state | set(WALK_FILES)  # the last view's walk too
 
 

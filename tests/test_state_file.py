@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.index.state_file import restore_state
+from engram.index.state_file import KEY_TABLES, restore_state
 from engram.store.records import RecordStore
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
@@ -139,6 +139,9 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     view(state)
     assert state.fact_order._keys is None and not state.synonyms.lists.changed()
     assert not state.fact_row._added and not state.relation._changed
+    assert not state.phrase_row._added and not state.names.word_ids._added  # searched by their saved hashes
+    assert dict(state.phrase_row) == {key: row for row, key in enumerate(state.phrases)}
+    assert dict(state.names.word_ids) == {word: i for i, word in enumerate(state.names.words)}
     assert all(state.fact_row[fact] == row for row, fact in enumerate(state.facts))
     assert dict(state.fact_row) == {fact: row for row, fact in enumerate(state.facts)}
     joined: Counter[tuple[int, int]] = Counter()  # relation count: alive passages whose facts join the pair
@@ -169,3 +172,35 @@ def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:
     counted = names._bulk_counts(restored[0].passage_context, list(restored[0].passage_alive))
     assert names._counts[: len(names.word_ids)].tolist() == counted.tolist()
     assert sum(counted.tolist()) > 0
+
+
+def test_a_state_saved_before_the_key_tables_is_used(tmp_path: Path) -> None:
+    """A snapshot written before the key tables (engram.index.key_rows) came: its state is still used, the keys
+    go to dicts as before, and the next close saves the tables."""
+    build(tmp_path)
+    folder = latest_snapshot(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for name in KEY_TABLES:
+        (folder / f"state-{name}.npy").unlink()
+        del manifest["files"][f"state-{name}.npy"]
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    passages, generation = stored(tmp_path)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
+    assert restored is not None
+    state = restored[0]
+    assert dict(state.phrase_row) == dict(state.phrase_row._added) == {k: r for r, k in enumerate(state.phrases)}
+    assert dict(state.names.word_ids) == {word: i for i, word in enumerate(state.names.words)}
+    with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        memory.index(["A third passage, about the old mill."])
+    assert all((latest_snapshot(tmp_path) / f"state-{name}.npy").exists() for name in KEY_TABLES)
+
+
+def test_a_damaged_key_table_is_detected(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The key tables are checked against the snapshot's checksums like every state file: damage is not used."""
+    build(tmp_path)
+    table = latest_snapshot(tmp_path) / "state-phrase_hashes.npy"
+    table.write_bytes(table.read_bytes()[:-8] + np.uint64(7).tobytes())
+    passages, generation = stored(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="engram"):
+        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph) is None
+    assert any("state-phrase_hashes.npy" in r.getMessage() for r in caplog.records)

@@ -3,29 +3,31 @@ kept as the state changes instead of rebuilt over every phrase for every view.
 
 `fold` is the key under which a query's words meet phrase names: `normalize_phrase`, then combining marks
 removed (NFKD), so "Aschenbrodel" finds "aschenbrödel". A phrase key is already normalised, so an ASCII key
-is its own folded name and is found through the state's key -> row dict; only keys that fold to something
+is its own folded name and is found through the state's key -> row table; only keys that fold to something
 else are held here (`other_rows`).
 
-`NameTable` belongs to one `IndexState` and shares its append-only phrase list and key -> row dict. It keeps,
+`NameTable` belongs to one `IndexState` and shares its append-only phrase list and key -> row table. It keeps,
 for every phrase row, the ids of its folded name's words (appended as phrases appear), and for every word
 the number of alive passages whose context holds a phrase with that word (`IndexState._tally` adds and takes
 away each passage's share). The counts are built in one pass the first time a view asks for them (so opening
 a memory does not pay for them) and kept up to date after that. A view takes a `NameSnapshot`: a copy of the
 counts and a reference to the shared tables, which only grow; readers filter rows by the view's size and
-alive mask, so a snapshot stays valid while later commits go on.
+alive mask, so a snapshot stays valid while later commits go on. Words get ids through a `KeyRows`
+(engram.index.key_rows), saved with a table of their hashes, so opening a memory makes no dict of every word.
 """
 
 from __future__ import annotations
 
-import itertools
 import unicodedata
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from engram.index.key_rows import HashArray, KeyRows
 from engram.text import normalize_phrase
 
 IntArray = npt.NDArray[np.int64]
@@ -44,10 +46,11 @@ def folded_key(key: str) -> str:
 
 
 class NameTable:
-    def __init__(self, phrases: list[str], phrase_row: dict[str, int]) -> None:
+    def __init__(self, phrases: list[str], phrase_row: Mapping[str, int]) -> None:
         self.phrases, self.phrase_row = phrases, phrase_row  # the state's, shared (append-only)
         self.other_rows: dict[str, tuple[int, ...]] = {}  # folded name -> rows, for keys that fold differently
-        self.word_ids: dict[str, int] = {}
+        self.words: list[str] = []  # word id -> word
+        self.word_ids = KeyRows(self.words)
         self.longest = 0  # most words in any phrase name seen (an upper bound for the alive ones)
         self._offsets = array("q", [0])  # phrase row -> its word ids in _words[offsets[row]:offsets[row + 1]]
         self._words = array("i")
@@ -63,8 +66,15 @@ class NameTable:
             words = name.split()
             self.longest = max(self.longest, len(words))
             for word in words:
-                self._words.append(self.word_ids.setdefault(word, len(self.word_ids)))
+                self._words.append(self._word_id(word))
             self._offsets.append(len(self._words))
+
+    def _word_id(self, word: str) -> int:
+        found = self.word_ids.get(word)
+        if found is None:
+            found = self.word_ids[word] = len(self.words)
+            self.words.append(word)
+        return found
 
     def tally(self, context: IntArray, sign: int) -> None:
         """Add (+1) or take away (-1) one alive passage's share: each distinct word of its context phrases."""
@@ -103,21 +113,31 @@ class NameTable:
         """The table as `engram.index.state_file` saves it: (JSON-ready parts, arrays: copies, since a view of
         the growing buffers would stop them growing)."""
         self._catch_up()
-        parts = {"words": list(self.word_ids), "other_rows": self.other_rows, "longest": self.longest}
+        parts = {"words": self.words, "other_rows": self.other_rows, "longest": self.longest}
+        hashes, rows = self.word_ids.saved()
         arrays: dict[str, npt.NDArray[Any]] = {
             "offsets": np.frombuffer(self._offsets, np.int64).copy(),
             "words": np.frombuffer(self._words, np.int32).copy(),
+            "word_hashes": hashes,
+            "word_rows": rows,
         }
         if self._counts is not None:
             arrays["counts"] = self._counts[: len(self.word_ids)]
         return parts, arrays
 
     def restore(self, parts: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
-        """Take back what `saved` gave, for the same phrase rows (which the state has already filled)."""
+        """Take back what `saved` gave, for the same phrase rows (which the state has already filled); the
+        words' hash table may be missing (a state saved before it: made here)."""
         offsets, ids, words = arrays["offsets"], arrays["words"], parts["words"]
         if len(offsets) != len(self.phrases) + 1 or (len(ids) and int(ids.max()) >= len(words)):
             raise ValueError("saved name table does not fit the phrases")
-        self.word_ids = dict(zip(map(str, words), itertools.count()))
+        if self.words:
+            raise ValueError("words are already held")
+        self.words.extend(map(str, words))
+        table: tuple[HashArray, npt.NDArray[np.int64]] | None = None
+        if "word_hashes" in arrays and "word_rows" in arrays:
+            table = arrays["word_hashes"], arrays["word_rows"]
+        self.word_ids.restore(len(self.words), table)
         self.other_rows = {str(name): tuple(int(r) for r in rows) for name, rows in parts["other_rows"].items()}
         self.longest = int(parts["longest"])
         self._offsets = array("q", offsets.astype(np.int64).tobytes())

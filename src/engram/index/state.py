@@ -22,6 +22,7 @@ from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
 from engram.index.coded import CodedRows
+from engram.index.key_rows import KeyRows
 from engram.index.keyed import FactRows, PairCounts
 from engram.index.names import NameTable
 from engram.index.rows import Rows, SortedKeys
@@ -77,7 +78,7 @@ class IndexState:
         self.passage_context: list[IntArray] = []  # phrase rows linked to each passage
         self.passage_dropped: list[int] = []  # malformed triples in its extraction
         self.phrases: list[str] = []
-        self.phrase_row: dict[str, int] = {}
+        self.phrase_row = KeyRows(self.phrases)  # key -> row, by a saved hash table after a restore
         self.names = NameTable(self.phrases, self.phrase_row)  # query-linking names, kept as phrases come and go
         self.phrase_refs: list[int] = []  # alive facts naming the phrase
         self._alive_mask = np.zeros(16, dtype=bool)

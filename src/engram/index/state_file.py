@@ -5,7 +5,8 @@ A snapshot `index/g<N>/` (engram.store.snapshot) also holds `state.json` (format
 width, passage ids and content hashes by row, the full rows of dead passages, phrase keys by row, relation
 strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
 each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
-edge supports, the canonical orders, the name table, the synonym lists), and the current graph's edge arrays
+edge supports, the canonical orders, the name table, the synonym lists; optional: the hash tables of the phrase
+keys and name words, engram.index.key_rows, absent from states saved before them), and the current graph's edge arrays
 when the state holds its last view's (`walk-<name>.npy`, engram.index.saved_walk: patched at the save when
 changes came after that view). All are covered by the snapshot's checksum manifest.
 The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
@@ -63,7 +64,10 @@ ARRAYS = [
     "synonym_neighbours",
     "synonym_sims",
 ]
+# the key tables of engram.index.key_rows (sorted hashes, rows): saved since they came, read when present
+KEY_TABLES = ["phrase_hashes", "phrase_rows", "names_word_hashes", "names_word_rows"]
 TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
+OPTIONAL = [f"state-{a}.npy" for a in KEY_TABLES]
 log = logging.getLogger(__name__)
 Array = npt.NDArray[Any]
 T = TypeVar("T")
@@ -117,7 +121,10 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
         "order_fact": order["fact"],
         "names_offsets": name_arrays["offsets"],
         "names_words": name_arrays["words"],
+        "names_word_hashes": name_arrays["word_hashes"],
+        "names_word_rows": name_arrays["word_rows"],
     }
+    arrays["phrase_hashes"], arrays["phrase_rows"] = state.phrase_row.saved()
     arrays["facts_offsets"], arrays["facts_rows"] = state.passage_facts.flat()
     arrays["context_offsets"], arrays["context_rows"] = _flat(state.passage_context)
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
@@ -154,7 +161,7 @@ def restore_state(
     which names this saved state), or None when there is none usable:
     not written, another format, damaged (logged) or not the stored passages (logged). `stored` reads the
     stored passages (called while the vector files' checksums are computed on a thread)."""
-    found = verified_files(root, generation, TABLES)
+    found = verified_files(root, generation, TABLES, OPTIONAL)
     if found is None:
         return None
     folder, sums = found
@@ -187,13 +194,15 @@ def _restore(
         meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT or meta.get("generation") != generation or meta.get("dim") != dim:
             return None
-        arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in ARRAYS}
+        present = [a for a in KEY_TABLES if f"state-{a}.npy" in sums]
+        arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in [*ARRAYS, *present]}
         state = IndexState(dim, config)
         _fill_passages(state, meta, arrays, stored)
         relations = _fill_phrases_and_facts(state, meta, arrays)
         _fill_vectors(state, folder, sums, dim)
         _fill_orders(state, arrays)
         names = {"offsets": arrays["names_offsets"], "words": arrays["names_words"]}
+        names |= {k: arrays[f"names_{k}"] for k in ("word_hashes", "word_rows") if f"names_{k}" in arrays}
         if meta["counted"]:
             names["counts"] = arrays["names_counts"]
         state.names.restore(meta["names"], names)
@@ -238,7 +247,8 @@ def _fill_phrases_and_facts(state: IndexState, meta: dict[str, Any], arrays: dic
     """Fill the phrase and fact tables; returns the relation strings (the objects the facts hold)."""
     phrases, relations = list(map(str, meta["phrases"])), list(map(str, meta["relations"]))
     state.phrases.extend(phrases)  # in place: the name table and the orders share these
-    state.phrase_row.update(zip(phrases, itertools.count()))
+    saved = (arrays["phrase_hashes"], arrays["phrase_rows"]) if "phrase_hashes" in arrays else None
+    state.phrase_row.restore(len(phrases), saved)  # without a saved table (an older state) it is made now
     state.phrase_refs.extend(arrays["phrase_refs"].tolist())
     pairs = arrays["fact_phrases"].reshape(-1, 2)
     facts = state.facts

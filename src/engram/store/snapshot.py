@@ -246,10 +246,13 @@ def verify_files(folder: Path, sums: dict[str, str], names: Sequence[str]) -> No
                 raise SnapshotDamaged(f"{name} does not match its checksum")
 
 
-def verified_files(root: Path, generation: int, names: Sequence[str]) -> tuple[Path, dict[str, str]] | None:
+def verified_files(
+    root: Path, generation: int, names: Sequence[str], optional: Sequence[str] = ()
+) -> tuple[Path, dict[str, str]] | None:
     """(folder, its manifest's checksums) of snapshot `generation` when its manifest lists all of `names` and
-    those files match their checksums (the others are not read); None when there is no such snapshot or it was
-    written without them (an older format), and None with a warning logged when they are damaged."""
+    those files match their checksums, as do those of `optional` that it lists (the others are not read); None
+    when there is no such snapshot or it was written without them (an older format), and None with a warning
+    logged when they are damaged."""
     folder = snapshot_dir(root, generation)
     if not (folder / SNAPSHOT_MANIFEST).exists():
         return None
@@ -257,7 +260,7 @@ def verified_files(root: Path, generation: int, names: Sequence[str]) -> tuple[P
         sums = _manifest(folder)
         if not set(names) <= set(sums):
             return None
-        verify_files(folder, sums, names)
+        verify_files(folder, sums, [*names, *(n for n in optional if n in sums)])
     except SnapshotDamaged as exc:
         log.warning("saved files of snapshot %s are not used: %s; they are rebuilt from the records", folder, exc)
         return None
