@@ -40,10 +40,11 @@ class KeyRows(Mapping[str, int]):
     def __init__(self, keys: list[str]) -> None:
         self.listed = keys
         self._added: dict[str, int] = {}  # keys set since the restore (all of them when nothing was restored)
-        self._hashes: HashArray = np.zeros(0, dtype=np.uint64)  # sorted: the hashed keys' hashes
-        self._rows: IntArray = np.zeros(0, dtype=np.int64)  # the row of each hash
+        # (the hashed keys' hashes, sorted; the row of each): one attribute, replaced whole by `saved`, so a
+        # reader on another thread never pairs one table's hashes with another's rows
+        self._table: tuple[HashArray, IntArray] = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
         self._restored = 0  # rows 0.._restored-1 are found through the hashes, not the dict
-        self._hashed = 0  # rows 0.._hashed-1 are in `_hashes` (restored, or hashed by `saved`)
+        self._hashed = 0  # rows 0.._hashed-1 are in `_table` (restored, or hashed by `saved`)
 
     def restore(self, count: int, table: tuple[HashArray, IntArray] | None) -> None:
         """Take the first `count` keys of the list (the restored ones, distinct) with their saved table (from
@@ -63,16 +64,16 @@ class KeyRows(Mapping[str, int]):
             raise ValueError("saved key table does not fit the keys")
         if count and (np.any(hashes[1:] < hashes[:-1]) or np.any(np.bincount(rows, minlength=count) != 1)):
             raise ValueError("saved key table is not sorted hashes of every key once")
-        self._hashes, self._rows = hashes, rows
+        self._table = hashes, rows
         self._restored = self._hashed = count
 
     def _saved_row(self, key: str) -> int | None:
         if not self._restored:
             return None
-        wanted, hashes = key_hash(key), self._hashes
+        wanted, (hashes, rows) = key_hash(key), self._table
         at = bisect.bisect_left(hashes, wanted)
         while at < len(hashes) and hashes[at] == wanted:
-            row = int(self._rows[at])
+            row = int(rows[at])
             if row < self._restored and self.listed[row] == key:
                 return row
             at += 1
@@ -109,9 +110,9 @@ class KeyRows(Mapping[str, int]):
         size = len(self)
         if size > self._hashed:
             fresh = key_hashes(self.listed[self._hashed : size], size - self._hashed)
-            hashes = np.concatenate([self._hashes, fresh])
-            rows = np.concatenate([self._rows, np.arange(self._hashed, size, dtype=np.int64)])
+            hashes = np.concatenate([self._table[0], fresh])
+            rows = np.concatenate([self._table[1], np.arange(self._hashed, size, dtype=np.int64)])
             order = np.argsort(hashes, kind="stable")
-            self._hashes, self._rows = hashes[order], rows[order]
+            self._table = hashes[order], rows[order]
             self._hashed = size
-        return self._hashes.copy(), self._rows.copy()
+        return self._table[0].copy(), self._table[1].copy()
