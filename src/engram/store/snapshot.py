@@ -48,6 +48,7 @@ CRC = "crc32:"  # the form of a CRC-32 checksum in a manifest ("crc32:" + 8 hex 
 Writer = Callable[[Any], object]  # writes one file's bytes to the handle it is given
 SNAPSHOT_MANIFEST = "manifest.json"
 STALE_TEMP_SECONDS = 6 * 3600  # a temporary folder untouched this long was left by a crash
+Verified = tuple[Path, dict[str, str]] | None
 _GENERATION = re.compile(r"g(\d+)")
 _TEMP = re.compile(r"\.g(\d+)\..+")
 
@@ -246,9 +247,7 @@ def verify_files(folder: Path, sums: dict[str, str], names: Sequence[str]) -> No
                 raise SnapshotDamaged(f"{name} does not match its checksum")
 
 
-def verified_files(
-    root: Path, generation: int, names: Sequence[str], optional: Sequence[str] = ()
-) -> tuple[Path, dict[str, str]] | None:
+def verified_files(root: Path, generation: int, names: Sequence[str], optional: Sequence[str] = ()) -> Verified:
     """(folder, its manifest's checksums) of snapshot `generation` when its manifest lists all of `names` and
     those files match their checksums, as do those of `optional` that it lists (the others are not read); None
     when there is no such snapshot or it was written without them (an older format), and None with a warning
