@@ -120,7 +120,7 @@ def link_seeds(
     """Per query: the linked phrase rows and their weights (specificity / passages containing the phrase).
     `keep(query, names)` narrows the linked names (engram.retrieve.named.named_only)."""
     lookup = lookup_for(index)
-    counts = np.maximum(index.phrase_passage_counts, 1.0)
+    counts = index.phrase_passage_counts  # read at the linked rows only: no pass over every phrase per query
     out: list[tuple[IntArray, FloatArray]] = []
     for query in queries:
         rows: list[int] = []
@@ -134,12 +134,13 @@ def link_seeds(
 def _weigh(
     lookup: PhraseLookup, names: Sequence[str], counts: FloatArray, scale: float, rows: list[int], weights: list[float]
 ) -> None:
-    """Append each name's alive rows and their weights, `scale` x specificity / passages containing the row."""
+    """Append each name's alive rows and their weights, `scale` x specificity / passages containing the row
+    (at least 1)."""
     for name in names:
         weight = scale * lookup.specificity(name)
         for row in lookup.rows[name]:
             rows.append(row)
-            weights.append(weight / float(counts[row]))
+            weights.append(weight / max(float(counts[row]), 1.0))
 
 
 def inner_seeds(index: GraphIndex, rows: IntArray, weights: FloatArray) -> tuple[IntArray, FloatArray]:
@@ -148,7 +149,7 @@ def inner_seeds(index: GraphIndex, rows: IntArray, weights: FloatArray) -> tuple
     bridge often enters a fact inside a longer name: "Fawell is a graduate of West Chicago High School" seeds
     "west chicago high school", and the city's page is a node away from "west chicago" alone."""
     lookup = lookup_for(index)
-    counts = np.maximum(index.phrase_passage_counts, 1.0)
+    counts = index.phrase_passage_counts
     out_rows: list[int] = []
     out_weights: list[float] = []
     for row, weight in zip(rows.tolist(), weights.tolist()):
