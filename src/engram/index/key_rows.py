@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 HashArray = npt.NDArray[np.uint64]
 IntArray = npt.NDArray[np.int64]
+K = TypeVar("K", bound=Hashable)
 
 
 def key_hash(key: str) -> int:
@@ -33,7 +35,29 @@ def key_hashes(keys: Iterable[str], count: int) -> HashArray:
     return np.fromiter(map(key_hash, keys), dtype=np.uint64, count=count)
 
 
-class KeyRows(Mapping[str, int]):
+class SearchedRows(Mapping[K, int]):
+    """Key -> row where the restored keys are searched in saved arrays (`_saved_row`) and the keys added since
+    are a dict (`_added`): the lookups of `KeyRows` and `engram.index.keyed.FactRows`."""
+
+    _added: dict[K, int]
+
+    def _saved_row(self, key: K) -> int | None:
+        raise NotImplementedError
+
+    def get(self, key: K, default: int | None = None) -> int | None:  # type: ignore[override]
+        row = self._added.get(key)
+        if row is None:
+            row = self._saved_row(key)
+        return default if row is None else row
+
+    def __getitem__(self, key: K) -> int:
+        row = self.get(key)
+        if row is None:
+            raise KeyError(key)
+        return row
+
+
+class KeyRows(SearchedRows[str]):
     """Key -> row for `keys` (the caller's list, shared: the caller appends a key and sets its row here, which
     must be its index in the list). Keys are never removed and never change row."""
 
@@ -78,18 +102,6 @@ class KeyRows(Mapping[str, int]):
                 return row
             at += 1
         return None
-
-    def get(self, key: str, default: int | None = None) -> int | None:  # type: ignore[override]
-        row = self._added.get(key)
-        if row is None:
-            row = self._saved_row(key)
-        return default if row is None else row
-
-    def __getitem__(self, key: str) -> int:
-        row = self.get(key)
-        if row is None:
-            raise KeyError(key)
-        return row
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None

@@ -12,13 +12,14 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.graph.pair_arrays import SHIFT, merge_sorted, pair_keys, pairs_of
+from engram.index.key_rows import SearchedRows
 from engram.types import Triple
 
 IntArray = npt.NDArray[np.int64]
 Pair = tuple[int, int]
 
 
-class FactRows(MutableMapping[Triple, int]):
+class FactRows(MutableMapping[Triple, int], SearchedRows[Triple]):
     """Fact key -> row. The saved facts are their phrase rows and relation ids, sorted once by the first lookup
     (O(facts) in numpy); facts added since are a dict. Rows never change and facts are never removed."""
 
@@ -71,18 +72,6 @@ class FactRows(MutableMapping[Triple, int]):
                 return int(rows[at])
             at += 1
         return None
-
-    def get(self, key: Triple, default: int | None = None) -> int | None:  # type: ignore[override]
-        row = self._added.get(key)
-        if row is None:
-            row = self._saved_row(key)
-        return default if row is None else row
-
-    def __getitem__(self, key: Triple) -> int:
-        row = self.get(key)
-        if row is None:
-            raise KeyError(key)
-        return row
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, tuple) and len(key) == 3 and self.get(key) is not None

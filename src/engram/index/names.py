@@ -127,7 +127,7 @@ class NameTable:
 
     def restore(self, parts: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
         """Take back what `saved` gave, for the same phrase rows (which the state has already filled); the
-        words' hash table may be missing (a state saved before it: made here)."""
+        words' hash table may be missing (a state saved before it: the words then go to a dict)."""
         offsets, ids, words = arrays["offsets"], arrays["words"], parts["words"]
         if len(offsets) != len(self.phrases) + 1 or (len(ids) and int(ids.max()) >= len(words)):
             raise ValueError("saved name table does not fit the phrases")
