@@ -32,7 +32,7 @@ class GraphTables:
     """Phrases, facts and links derived from the passages' triples; sorted, so the same extractions always
     give the same tables whatever order they were indexed in."""
 
-    phrases: list[str]
+    phrases: Sequence[str]
     facts: Sequence[Triple]
     fact_phrases: IntArray  # (F, 2): subject and object phrase index of each fact
     context: IntArray  # (C, 2): (passage row, phrase index), unique

@@ -4,8 +4,9 @@ passage's fact rows (`RowSets`), each fact's phrase pair (`Pairs`) and strings (
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +14,7 @@ import numpy.typing as npt
 from engram.types import Triple
 
 IntArray = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 class _Facts(Sequence[Triple]):
@@ -108,6 +110,36 @@ class TriplesView(_Facts):
 
     def __iter__(self) -> Iterator[Triple]:
         return iter(self._table.listed()[: self._count])
+
+
+class Prefix(Sequence[T]):
+    """The first `count` entries of an append-only list, fixed while the list grows: a view's phrase names. A copy
+    of the list would take a reference to each of its strings (0.9M at 100k passages, scattered in memory) at every
+    view a commit derives."""
+
+    def __init__(self, items: list[T], count: int) -> None:
+        if not 0 <= count <= len(items):
+            raise ValueError("a prefix longer than its list")
+        self._items, self._count = items, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self._items[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("row out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.islice(self._items, self._count)
 
 
 class Pairs:

@@ -27,6 +27,7 @@ from engram.index.coded import CodedRows, use_codes
 from engram.index.edges import Edges, derive_edges
 from engram.index.names import NameSnapshot
 from engram.index.rows import RowView
+from engram.index.saved_tables import Prefix
 from engram.index.state import IndexState, fact_text, passage_text
 from engram.store.records import PassageRow
 from engram.types import Triple
@@ -309,7 +310,7 @@ def view(state: IndexState) -> GraphIndex:
 class _Rows:
     """The parts of a view that are copies of the state's tables and the rows' canonical ranks."""
 
-    phrases: list[str]
+    phrases: Sequence[str]
     facts: Sequence[Triple]
     fact_phrases: npt.NDArray[np.int64]
     dropped: int
@@ -325,7 +326,7 @@ class _Rows:
 
 def _rows(state: IndexState, order: dict[str, npt.NDArray[np.int64]]) -> _Rows:
     return _Rows(
-        phrases=list(state.phrases),  # copies: the view must not grow with later commits
+        phrases=Prefix(state.phrases, len(state.phrases)),  # fixed: the list only grows with later commits
         facts=state.facts.upto(len(state.facts)),  # fixed: the table only grows
         fact_phrases=state.fact_phrase_array(),
         dropped=state.dropped(),
