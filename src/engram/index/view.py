@@ -308,7 +308,7 @@ def view(state: IndexState) -> GraphIndex:
 
 @dataclass(frozen=True)
 class _Rows:
-    """The parts of a view that are copies of the state's tables and the rows' canonical ranks."""
+    """The parts of a view that are copies or fixed prefixes of the state's tables, and the rows' canonical ranks."""
 
     phrases: Sequence[str]
     facts: Sequence[Triple]
