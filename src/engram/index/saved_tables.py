@@ -17,27 +17,27 @@ IntArray = npt.NDArray[np.int64]
 T = TypeVar("T")
 
 
-class _Facts(Sequence[Triple]):
-    """Slices and negative indices over `_at` (the fact at a row in range) and `__len__`."""
+class _Rows(Sequence[T]):
+    """Slices and negative indices over `_at` (the entry at a row in range) and `__len__`."""
 
-    def _at(self, index: int) -> Triple:
+    def _at(self, index: int) -> T:
         raise NotImplementedError
 
     @overload
-    def __getitem__(self, index: int) -> Triple: ...
+    def __getitem__(self, index: int) -> T: ...
     @overload
-    def __getitem__(self, index: slice) -> list[Triple]: ...
-    def __getitem__(self, index: int | slice) -> Triple | list[Triple]:
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
             return [self._at(i) for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
-            raise IndexError("fact row out of range")
+            raise IndexError("row out of range")
         return self._at(index)
 
 
-class Triples(_Facts):
+class Triples(_Rows[Triple]):
     """Each fact's (subject, relation, object): the saved arrays (phrase rows and relation ids) read through the
     shared phrase and relation strings, then the facts appended since as tuples. A restore makes no tuple; a
     read makes those it shows (a query's top facts), `listed` makes them all at once (a write's lookups)."""
@@ -96,7 +96,7 @@ class Triples(_Facts):
         return TriplesView(self, count)
 
 
-class TriplesView(_Facts):
+class TriplesView(_Rows[Triple]):
     """The first `count` facts of a `Triples` table (append-only, so they never change)."""
 
     def __init__(self, table: Triples, count: int) -> None:
@@ -112,7 +112,7 @@ class TriplesView(_Facts):
         return iter(self._table.listed()[: self._count])
 
 
-class Prefix(Sequence[T]):
+class Prefix(_Rows[T]):
     """The first `count` entries of an append-only list, fixed while the list grows: a view's phrase names. A copy
     of the list would take a reference to each of its strings (0.9M at 100k passages, scattered in memory) at every
     view a commit derives."""
@@ -125,17 +125,7 @@ class Prefix(Sequence[T]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[T]: ...
-    def __getitem__(self, index: int | slice) -> T | list[T]:
-        if isinstance(index, slice):
-            return [self._items[i] for i in range(*index.indices(self._count))]
-        if index < 0:
-            index += self._count
-        if not 0 <= index < self._count:
-            raise IndexError("row out of range")
+    def _at(self, index: int) -> T:
         return self._items[index]
 
     def __iter__(self) -> Iterator[T]:
