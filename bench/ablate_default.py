@@ -1,5 +1,5 @@
-"""The default method (`hipporag2`) with each of its last four changes switched off (and other fact temperatures and
-inner-name weights), on the shared MuSiQue data:
+"""The default method (`hipporag2`) with each of its last four changes switched off, and each of its settings moved
+one step either way (fact and prior temperatures, weights, fact count, seeds, damping), on the shared MuSiQue data:
 recall@1/2/5/10 on the first 25 questions (where defaults are chosen), the last 25 (held out) and all 50, with
 dense retrieval beside. The memory is built on first use (MiniLM, released GPT-3.5 extractions) and reused.
 
@@ -39,6 +39,19 @@ VARIANTS: dict[str, dict[str, bool | float | None]] = {
     "  inner_name_weight 0.25": {"inner_name_weight": 0.25},
     "  inner_name_weight 0.3": {"inner_name_weight": 0.3},
     "  inner_name_weight 0.5": {"inner_name_weight": 0.5},
+    "  prior_temperature 0.01": {"prior_temperature": 0.01},
+    "  prior_temperature 0.03": {"prior_temperature": 0.03},
+    "  prior_temperature 0.05": {"prior_temperature": 0.05},
+    "  prior_weight 0.1": {"prior_weight": 0.1},
+    "  prior_weight 0.3 (before)": {"prior_weight": 0.3},
+    "  prior_weight 0.75": {"prior_weight": 0.75},
+    "  fact_seed_weight 0.25": {"fact_seed_weight": 0.25},
+    "  fact_seed_weight 1": {"fact_seed_weight": 1.0},
+    "  seed_fact_top_k 5": {"seed_fact_top_k": 5},
+    "  max_seeds 10": {"max_seeds": 10},
+    "  without node_specificity": {"node_specificity": False},
+    "  damping 0.4": {"damping": 0.4},
+    "  damping 0.6": {"damping": 0.6},
 }
 
 

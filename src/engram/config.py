@@ -63,7 +63,7 @@ class RetrieveConfig:
     query_links: bool = True
     seed_fact_top_k: int = 3
     fact_seed_weight: float = 0.5
-    prior_weight: float = 0.3
+    prior_weight: float = 0.5
     prior_temperature: float = 0.02
     fact_temperature: float | None = 0.02
     named_links: bool = True

@@ -23,11 +23,12 @@ What differs from the paper, and why (traces: bench/trace_quality.py):
   brings the bridge to the next passage inside a longer name ("graduate of West Chicago High School"), and the
   node of the bridge alone ("west chicago") links the page the next hop needs. Seeded at 0.15 x its parent's
   weight x its own specificity: on the first 25 questions every value from 0.1 to 0.25 gave the same recall at
-  1, 2 and 5, 0.3 and more lost recall@5 (docs/reproduction.md).
+  1, 2 and 5 (0.1 to 0.3 since the prior weight is 0.5), 0.5 lost recall@5 (docs/reproduction.md).
 * Dense retrieval's best passage stays first (`dense_first`): the graph ranks every passage after it, so
   rank 1 is never worse than the vector search engram replaces, on any question set. With the sharp prior
-  the two agree on the first passage for 23 of the first 25 questions (of the other two, the graph's was
-  better once). No threshold: a cosine-margin gate would be a constant fitted to 25 questions.
+  (weight 0.3 then) the two agreed on the first passage for 23 of the first 25 questions (of the other two,
+  the graph's was better once); with weight 0.5 and the rules above they agree on all 50. No threshold: a
+  cosine-margin gate would be a constant fitted to 25 questions.
 
 A query with neither a kept fact nor a linked phrase is ranked densely (`method == "dense"`).
 """
