@@ -4,6 +4,7 @@ Targets (issue 2): indexing at most 90 s with the default embedder, of which eve
 embeddings is under 10 s; retrieval under 10 ms per query at p50, excluding the query's embedding and LLM calls.
 
     .venv/bin/python bench/bench_index.py [--data ../shared/data/musique-1890] [--embedder minilm]
+    .venv/bin/python bench/bench_index.py --memory DIR    # retrieval only, on a memory already indexed from --data
 """
 
 from __future__ import annotations
@@ -30,12 +31,21 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--embedder", default=None)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes over the questions")
+    parser.add_argument("--memory", type=Path, help="time retrieval only, on this memory (indexed from --data)")
     args = parser.parse_args()
     if not (args.data / "corpus.jsonl").exists():
         print(f"no data at {args.data}: nothing to measure", file=sys.stderr)
         return 2
-    corpus = load_corpus(args.data / "corpus.jsonl")
     questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
+    if args.memory is not None:
+        if not args.memory.is_dir():
+            print(f"no memory at {args.memory}", file=sys.stderr)
+            return 2
+        with Memory(args.memory, embedder=args.embedder, llm=False, create=False) as memory:
+            print(f"memory {args.memory}: {memory.stats()['passages']} passages")
+            measure_retrieval(memory, questions, args.repeat)
+        return 0
+    corpus = load_corpus(args.data / "corpus.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         memory = Memory(Path(tmp) / "m", embedder=args.embedder)
