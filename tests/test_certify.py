@@ -66,6 +66,40 @@ def test_settled_refuses_overlaps_and_ties() -> None:
     assert not settled(np.array([3.0, 1.0]), np.array([0.01, 0.0]), 1, rel=0.01 / 3)  # of 2.99, not of 3
 
 
+def settled_by_sorting(values: np.ndarray, slack: np.ndarray, k: int, rel: float) -> bool:
+    """`settled` as it reads without its early look at the largest value: the top k by a stable sort."""
+    n = len(values)
+    if n == 0:
+        return True
+    k = min(k, n)
+    top = np.argsort(-values, kind="stable")[:k]
+    low, high = values[top] - slack[top], values[top] + slack[top]
+    if rel < np.inf and not bool(np.all(slack[top] <= rel * low)):
+        return False
+    if k > 1 and not bool(np.all(low[:-1] > high[1:])):
+        return False
+    rest = values + slack
+    rest[top] = -np.inf
+    return k == n or bool(low[-1] > rest.max())
+
+
+def test_settled_by_its_largest_value_first_agrees_with_sorting() -> None:
+    """Ties at the top included (values from a few levels): the early refusal at the largest value never refuses
+    what the full check would settle."""
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for _ in range(2000):
+        n = int(rng.integers(1, 12))
+        values = rng.choice([1.0, 0.999, 0.5, 0.2], n) if rng.random() < 0.5 else rng.random(n)
+        slack = rng.random(n) * 10 ** rng.uniform(-5, -1)
+        k = int(rng.integers(1, n + 1))
+        rel = float(rng.choice([np.inf, 1e-3, 1e-2, 0.1]))
+        found = settled(values, slack, k, rel)
+        assert found == settled_by_sorting(values, slack, k, rel), (values, slack, k, rel)
+        outcomes.add(found)
+    assert outcomes == {True, False}
+
+
 def test_shortfall_is_the_factor_the_slack_must_shrink_by() -> None:
     """Below 1 exactly when settled; slack shrunk by a little more than it settles, by a little less does not;
     inf for a tie."""

@@ -44,6 +44,8 @@ def check(memory: Memory) -> None:
         assert name in lookup.rows and lookup.rows[name] == expected, name
     dead = [fold(p) for i, p in enumerate(view.tables.phrases) if not view.phrase_alive[i]]
     assert not any(name in lookup.rows for name in dead if name not in rows)
+    for name in [*rows, *dead, "no such phrase"]:  # the scan's membership test agrees with the rows it stands for
+        assert lookup.names.has(name, view.phrase_alive) == bool(lookup.names.rows(name, view.phrase_alive)), name
     for word in set(lookup.names.table.word_ids) | set(words):
         assert lookup.names.passages_with(word) == words.get(word, 0), word
     assert lookup.longest >= longest and lookup.passages == int(view.passage_alive.sum())

@@ -91,6 +91,10 @@ def settled(values: FloatArray, slack: FloatArray, k: int, rel: float = np.inf) 
     if n == 0 or k <= 0:
         return True
     k = min(k, n)
+    if rel < np.inf and n > 1:  # the largest value first: an early iterate usually fails here, before the sort
+        best = int(np.argmax(values))  # in every top k, or tied with another (which never settles for n > 1)
+        if not bool(slack[best] <= rel * (values[best] - slack[best])):
+            return False
     top = np.argpartition(-values, k - 1)[:k] if k < n else np.arange(n)
     top = top[np.argsort(-values[top], kind="stable")]
     low = values[top] - slack[top]

@@ -179,6 +179,15 @@ class NameSnapshot:
             found.append(row)
         return tuple(sorted(found))
 
+    def has(self, name: str, alive: BoolArray) -> bool:
+        """Whether `rows(name, alive)` is not empty, without building it: the query scan asks this of every
+        word n-gram, and most are no phrase's name."""
+        table, size = self.table, len(alive)
+        row = table.phrase_row.get(name)
+        if row is not None and row < size and alive[row]:
+            return True
+        return any(r < size and alive[r] for r in table.other_rows.get(name, ()))
+
     def passages_with(self, word: str) -> int:
         """Alive passages (of the view) whose context holds a phrase with this folded word."""
         word_id = self.table.word_ids.get(word)

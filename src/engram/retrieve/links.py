@@ -48,7 +48,7 @@ class _NameRows:
         return rows
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and bool(self.names.rows(name, self.alive))
+        return isinstance(name, str) and self.names.has(name, self.alive)
 
 
 @dataclass(frozen=True)
