@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import unicodedata
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,21 +172,21 @@ class NameSnapshot:
 
     def rows(self, name: str, alive: BoolArray) -> tuple[int, ...]:
         """Alive phrase rows (of a view with `len(alive)` phrases) whose folded name is `name`, ascending."""
-        table, size = self.table, len(alive)
-        found = [r for r in table.other_rows.get(name, ()) if r < size and alive[r]]
-        row = table.phrase_row.get(name)
-        if row is not None and row < size and alive[row]:
-            found.append(row)
-        return tuple(sorted(found))
+        return tuple(sorted(self._alive_rows(name, alive)))
 
     def has(self, name: str, alive: BoolArray) -> bool:
         """Whether `rows(name, alive)` is not empty, without building it: the query scan asks this of every
         word n-gram, and most are no phrase's name."""
+        return next(self._alive_rows(name, alive), None) is not None
+
+    def _alive_rows(self, name: str, alive: BoolArray) -> Iterator[int]:
+        """The alive rows named `name`, unordered: the state's own row for the name, then the rows whose keys
+        fold to it."""
         table, size = self.table, len(alive)
         row = table.phrase_row.get(name)
         if row is not None and row < size and alive[row]:
-            return True
-        return any(r < size and alive[r] for r in table.other_rows.get(name, ()))
+            yield row
+        yield from (r for r in table.other_rows.get(name, ()) if r < size and alive[r])
 
     def passages_with(self, word: str) -> int:
         """Alive passages (of the view) whose context holds a phrase with this folded word."""
