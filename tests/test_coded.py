@@ -3,6 +3,7 @@ score are exactly those of a full float32 scan, and retrieval gives the same res
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -251,3 +252,27 @@ def test_kth_largest_is_that_of_a_sort(size: int) -> None:
         for k in sorted({1, 2, 3, 16, size // 2, size} - {0}):
             if k <= size:
                 assert coded.kth_largest(values.copy(), k) == float(ranked[k - 1])
+
+
+def test_the_kernels_leave_none_alone(tmp_path: Path) -> None:
+    """simsimd 6.5's `cdist(..., out=...)` takes away one reference to None per call, and Python before 3.12 aborts
+    once the count reaches zero (a MuSiQue memory died after about 15,000 queries): the code scan, the float32
+    row dots and whole retrievals through codes keep None's count where it was (3.12+: None is immortal)."""
+    rng = np.random.default_rng(7)
+    floats = rng.normal(size=(300, 64)).astype(np.float32)
+    codes = rng.integers(-127, 128, size=(300, 64)).astype(np.int8)
+    coded_rows = CodedRows(Rows(64))
+    before = sys.getrefcount(None)
+    for _ in range(2000):
+        row_dots(floats, floats[0])
+        coded_rows._scan(codes, codes[0])
+    assert sys.getrefcount(None) - before > -100  # was -4000
+    docs, extractions = corpus(60)
+    config = MemoryConfig(graph=GraphConfig(ann="off", fact_codes="on"))
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+        memory.index(docs, extractions=extractions)
+        memory.retrieve(["who owned the old mill"], top_k=5)
+        before = sys.getrefcount(None)
+        for _ in range(300):
+            memory.retrieve(["who owned the old mill", "anna berg 1901"], top_k=5)
+        assert sys.getrefcount(None) - before > -100  # was -1824

@@ -108,12 +108,11 @@ def row_dots(vectors: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) 
     simsimd's (the `ann` extra; SIMD float32 dots, faster than numpy's loop on a 100k-passage table,
     bench/README.md) when installed, else numpy's einsum loop. Either gives the same float for a row at any
     position, block or thread count; the two kernels may differ in the last bit, so one process uses one."""
-    out = np.empty(len(vectors), dtype=np.float32)
     parts = THREADS if vectors.size >= 64 * MIN_WORK else 1
     kernel = dot_kernel()
     if kernel is not None and len(vectors) and _fits_kernel(vectors, vector):
-        kernel.cdist(vector[None], vectors, metric="dot", threads=parts, out=out[None])
-        return out
+        return kernel_dots(kernel, vector, vectors, parts)
+    out = np.empty(len(vectors), dtype=np.float32)
     bounds = _bounds(len(vectors), parts)
     if len(bounds) <= 1:
         np.einsum("ij,j->i", vectors, vector, out=out)
@@ -137,6 +136,16 @@ def dot_kernel() -> Any:
             found = importlib.import_module("simsimd")
         _kernels.append(found)
     return _kernels[0]
+
+
+def kernel_dots(kernel: Any, vector: npt.NDArray[Any], rows: npt.NDArray[Any], threads: int) -> npt.NDArray[np.float32]:
+    """simsimd's `cdist` dot of `vector` with each of `rows` (float32 or int8), as float32 (`out_dtype`: the same
+    floats as its `out=` form). Never its `out=` form: simsimd 6.5 takes away one reference to None at every such
+    call, and Python (before 3.12) aborts the process when None's count reaches zero ("Fatal Python error:
+    none_dealloc"), after about 15,000 queries of a MuSiQue memory (tests/test_parallel.py)."""
+    result = kernel.cdist(vector[None], rows, metric="dot", threads=threads, out_dtype="float32")
+    out: npt.NDArray[np.float32] = np.asarray(result, dtype=np.float32).reshape(-1)
+    return out
 
 
 def _fits_kernel(vectors: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> bool:

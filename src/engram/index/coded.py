@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from engram.config import GraphConfig
 from engram.errors import InputError
-from engram.graph.parallel import THREADS, row_dots
+from engram.graph.parallel import THREADS, kernel_dots, row_dots
 from engram.index.rows import Rows, RowView
 
 Vectors = npt.NDArray[np.float32]
@@ -197,11 +197,8 @@ class CodedRows:
 
     def _scan(self, codes: Codes, weights: Codes) -> npt.NDArray[np.float32]:
         """Integer dot products of `weights` with each row of `codes` (exact: below 2^24 in float32)."""
-        out = np.empty((1, len(codes)), dtype=np.float32)
         threads = self.parts if codes.size >= SPLIT_BYTES else 1
-        _kernel().cdist(weights[None], codes, metric="dot", out=out, threads=threads)
-        scores: npt.NDArray[np.float32] = out[0]
-        return scores
+        return kernel_dots(_kernel(), weights, codes, threads)
 
     @contextmanager
     def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:
