@@ -9,6 +9,7 @@ from engram.graph import ppr
 from engram.graph.certify import (
     SCORE_TOLERANCE,
     TopK,
+    best_unsettled,
     error_bound,
     exact_total,
     node_bounds,
@@ -97,6 +98,30 @@ def test_settled_by_its_largest_value_first_agrees_with_sorting() -> None:
         found = settled(values, slack, k, rel)
         assert found == settled_by_sorting(values, slack, k, rel), (values, slack, k, rel)
         outcomes.add(found)
+    assert outcomes == {True, False}
+
+
+def test_refusing_at_the_largest_value_alone_is_the_full_checks_refusal() -> None:
+    """`best_unsettled` (one node's bound) against `node_bounds` over every node, then `settled`: it refuses
+    exactly when the slack of the largest value is more than `rel` of its low end, and then no k settles."""
+    rng = np.random.default_rng(11)
+    outcomes = set()
+    for _ in range(2000):
+        n = int(rng.integers(1, 12))
+        roots = rng.random(n) * 3
+        roots[rng.random(n) < 0.2] = 0.0  # dangling nodes: exact values, no slack
+        values = rng.choice([1.0, 0.999, 0.5], n) if rng.random() < 0.3 else rng.random(n)
+        residual = rng.normal(size=n) * 10 ** rng.uniform(-7, -2)
+        norms = rng.random(n)
+        residual_norm, rhs, damping = float(np.abs(residual).sum()), float(rng.uniform(0.5, 2)), 0.5
+        rel = float(rng.choice([np.inf, 1e-3, 1e-2, 0.1]))
+        slack = roots * node_bounds(residual, norms, np.asarray(residual_norm), np.asarray(rhs), damping)[:, 0]
+        refused = best_unsettled(values, roots, residual, norms, residual_norm, rhs, damping, rel)
+        best = int(np.argmax(values))
+        assert refused == (n > 1 and rel < np.inf and not slack[best] <= rel * (values[best] - slack[best]))
+        if refused:
+            assert not any(settled(values, slack, k, rel) for k in range(1, n + 1))
+        outcomes.add(refused)
     assert outcomes == {True, False}
 
 

@@ -49,8 +49,16 @@ def check(memory: Memory) -> None:
     for word in set(lookup.names.table.word_ids) | set(words):
         assert lookup.names.passages_with(word) == words.get(word, 0), word
     assert lookup.longest >= longest and lookup.passages == int(view.passage_alive.sum())
-    query = "Did José Marti live in Havana, Cuba, or did Bernd Müller?"
-    assert lookup.link(query) == greedy(fold(query).split(), rows, longest)
+    starts: dict[str, int] = {}  # every row's name so far, alive or not: what the scan may skip by
+    for words_of in (fold(p).split() for p in view.tables.phrases):
+        if words_of:
+            starts[words_of[0]] = max(starts.get(words_of[0], 0), len(words_of))
+    for word in lookup.names.table.word_ids:
+        assert lookup.names.longest_from(word) == starts.get(word, 0), word
+    assert lookup.names.longest_from("no-such-word") == 0
+    queries = ["Did José Marti live in Havana, Cuba, or did Bernd Müller?", " ".join([*dead, *rows, "mill town"])]
+    for query in queries:
+        assert lookup.link(query) == list(dict.fromkeys(greedy(fold(query).split(), rows, longest)))  # each once
 
 
 def greedy(words: list[str], rows: dict[str, tuple[int, ...]], longest: int) -> list[str]:

@@ -153,3 +153,27 @@ def ranking_settled(
         if not settled(values, roots * bound[:, column], top.k, top.rel):
             return False
     return True
+
+
+def best_unsettled(
+    values: FloatArray,
+    roots: FloatArray,
+    residual: FloatArray,
+    row_norms: FloatArray,
+    residual_norm: float,
+    rhs_norm: float,
+    damping: float,
+    rel: float,
+) -> bool:
+    """Whether `settled` would refuse a vector iterate at its largest value, read at that node alone instead of
+    bounding every node first: `values` are the x(v) of the nodes from a ranking's start on (a dangling node's
+    its exact reset weight), `roots` their sqrt(degree) (0 when dangling), `residual` and `row_norms` the
+    residual's entries and the rows' 2-norms there. The arithmetic of `node_bounds` and `settled` at that node,
+    so it refuses exactly when they would (for more than one node and a finite `rel`)."""
+    if len(values) < 2 or not rel < np.inf:
+        return False
+    best = int(np.argmax(values))
+    spread = damping * float(error_bound(np.atleast_1d(residual_norm), np.atleast_1d(rhs_norm), damping)[0])
+    bound = abs(float(residual[best])) + DRIFT * rhs_norm + float(row_norms[best]) * spread
+    slack = float(roots[best]) * bound
+    return not slack <= rel * (float(values[best]) - slack)

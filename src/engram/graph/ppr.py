@@ -10,7 +10,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph import push
-from engram.graph.certify import TopK, exact_total, node_bounds, ranking_settled
+from engram.graph.certify import TopK, best_unsettled, exact_total, node_bounds, ranking_settled
 from engram.graph.cg import Start, Stop, chunked_conjugate_gradients, conjugate_gradients, dots
 from engram.graph.csr import row_entries
 from engram.graph.parallel import RowChunks, matvec, row_blocks, row_chunks
@@ -326,12 +326,22 @@ def _settled_stop(
     walk: SymmetricWalk, reset: FloatArray, b: FloatArray, damping: float, top: TopK, fired: list[bool]
 ) -> Stop:
     """Whether an iterate settles the top of the ranking (`engram.graph.certify`); notes in `fired` that it
-    did (a solve that ends at its tolerance instead is the same as one without `top`)."""
+    did (a solve that ends at its tolerance instead is the same as one without `top`). A vector's iterate is
+    first refused at its largest value alone (`best_unsettled`), as most early iterates are."""
     rhs = np.sqrt(dots(b, b))
     norms = walk.row_norms(top.start)
+    roots = walk.root[top.start :]
+    still = np.flatnonzero(walk.dangling[top.start :])  # exact: their reset weights
 
-    def stop(y: FloatArray, residual: FloatArray, rr: FloatArray) -> bool:
-        bound = node_bounds(residual[top.start :], norms, np.sqrt(np.maximum(rr, 0.0)), rhs, damping)
+    def stop(y: FloatArray, residual: FloatArray, rr: FloatArray | np.float64) -> bool:
+        residual_norm = np.sqrt(np.maximum(rr, 0.0))
+        if y.ndim == 1:
+            values = y[top.start :] * roots
+            values[still] = reset[top.start :][still]
+            tail = residual[top.start :]
+            if best_unsettled(values, roots, tail, norms, float(residual_norm), float(rhs), damping, top.rel):
+                return False
+        bound = node_bounds(residual[top.start :], norms, np.asarray(residual_norm), rhs, damping)
         done = ranking_settled(y, walk.root, reset, walk.dangling, bound, top)
         if done:
             fired.append(True)

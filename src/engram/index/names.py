@@ -10,10 +10,12 @@ else are held here (`other_rows`).
 for every phrase row, the ids of its folded name's words (appended as phrases appear), and for every word
 the number of alive passages whose context holds a phrase with that word (`IndexState._tally` adds and takes
 away each passage's share). The counts are built in one pass the first time a view asks for them (so opening
-a memory does not pay for them) and kept up to date after that. A view takes a `NameSnapshot`: a copy of the
-counts and a reference to the shared tables, which only grow; readers filter rows by the view's size and
-alive mask, so a snapshot stays valid while later commits go on. Words get ids through a `KeyRows`
-(engram.index.key_rows), saved with a table of their hashes, so opening a memory makes no dict of every word.
+a memory does not pay for them) and kept up to date after that, and so is, for every word, the most words of a
+name that starts with it (how far the query scan need look from that word: `NameSnapshot.longest_from`). A view
+takes a `NameSnapshot`: a copy of the counts and a reference to the shared tables, which only grow; readers
+filter rows by the view's size and alive mask, so a snapshot stays valid while later commits go on. Words get ids
+through a `KeyRows` (engram.index.key_rows), saved with a table of their hashes, so opening a memory makes no dict
+of every word.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from engram.index.key_rows import HashArray, KeyRows
 from engram.text import normalize_phrase
 
 IntArray = npt.NDArray[np.int64]
+StartArray = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
 
 
@@ -55,6 +58,7 @@ class NameTable:
         self._offsets = array("q", [0])  # phrase row -> its word ids in _words[offsets[row]:offsets[row + 1]]
         self._words = array("i")
         self._counts: IntArray | None = None  # word id -> alive passages containing it (None until asked)
+        self._starts: StartArray | None = None  # word id -> most words of a name it starts (None until asked)
 
     def _catch_up(self) -> None:
         """Word ids of the phrases added since the last call."""
@@ -68,6 +72,27 @@ class NameTable:
             for word in words:
                 self._words.append(self._word_id(word))
             self._offsets.append(len(self._words))
+            if words and self._starts is not None:
+                self._note_start(self._words[self._offsets[-2]], len(words))
+
+    def _note_start(self, word: int, size: int) -> None:
+        """A name of `size` words starts with word id `word`."""
+        starts = self._starts
+        assert starts is not None
+        if word >= len(starts):  # a grown copy: a snapshot keeps reading the one it was given
+            starts = self._starts = np.concatenate([starts, np.zeros(max(len(starts), word + 1), dtype=np.int32)])
+        if starts[word] < size:
+            starts[word] = size
+
+    def _start_table(self) -> StartArray:
+        """Word id -> the most words of any phrase name (of every row so far) that starts with it, 0 for none."""
+        offsets = np.frombuffer(self._offsets, dtype=np.int64)
+        lengths = np.diff(offsets)
+        filled = lengths > 0
+        firsts = np.frombuffer(self._words, dtype=np.int32)[offsets[:-1][filled]]
+        table = np.zeros(len(self.words), dtype=np.int32)
+        np.maximum.at(table, firsts, lengths[filled].astype(np.int32))
+        return table
 
     def _word_id(self, word: str) -> int:
         found = self.word_ids.get(word)
@@ -151,6 +176,8 @@ class NameTable:
         self._catch_up()
         if self._counts is None:
             self._counts = self._bulk_counts(contexts, alive)
+        if self._starts is None:
+            self._starts = self._start_table()
 
     def snapshot(self, contexts: list[IntArray], alive: list[bool]) -> NameSnapshot:
         """The counts as they stand (built from `contexts` and `alive`, the state's, on the first call)."""
@@ -159,7 +186,8 @@ class NameTable:
         counts = self._counts[: len(self.word_ids)].copy()
         if len(counts) < len(self.word_ids):
             counts = np.concatenate([counts, np.zeros(len(self.word_ids) - len(counts), dtype=np.int64)])
-        return NameSnapshot(self, counts, self.longest)
+        assert self._starts is not None
+        return NameSnapshot(self, counts, self.longest, self._starts)
 
 
 @dataclass(frozen=True)
@@ -169,6 +197,13 @@ class NameSnapshot:
     table: NameTable
     word_passages: IntArray
     longest: int
+    starts: StartArray  # word id -> most words of a name starting with it (an upper bound for the view's names)
+
+    def longest_from(self, word: str) -> int:
+        """The most words of a phrase name that starts with the folded `word` (an upper bound for the view's
+        alive names, 0 when none starts with it): how far the query scan need look from that word."""
+        word_id = self.table.word_ids.get(word)
+        return int(self.starts[word_id]) if word_id is not None and word_id < len(self.starts) else 0
 
     def rows(self, name: str, alive: BoolArray) -> tuple[int, ...]:
         """Alive phrase rows (of a view with `len(alive)` phrases) whose folded name is `name`, ascending."""
