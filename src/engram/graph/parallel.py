@@ -142,7 +142,7 @@ def kernel_dots(kernel: Any, vector: npt.NDArray[Any], rows: npt.NDArray[Any], t
     """simsimd's `cdist` dot of `vector` with each of `rows` (float32 or int8), as float32 (`out_dtype`: the same
     floats as its `out=` form). Never its `out=` form: simsimd 6.5 takes away one reference to None at every such
     call, and Python (before 3.12) aborts the process when None's count reaches zero ("Fatal Python error:
-    none_dealloc"), after about 15,000 queries of a MuSiQue memory (tests/test_parallel.py)."""
+    none_dealloc"), after about 15,000 queries of a MuSiQue memory (bench/soak_queries.py, tests/test_coded.py)."""
     result = kernel.cdist(vector[None], rows, metric="dot", threads=threads, out_dtype="float32")
     out: npt.NDArray[np.float32] = np.asarray(result, dtype=np.float32).reshape(-1)
     return out
