@@ -8,6 +8,7 @@ solve starts from y = b, or from an iterate and its residual (`Start`: what a fo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -15,7 +16,8 @@ import numpy.typing as npt
 from engram.graph.parallel import RowChunks
 
 FloatArray = npt.NDArray[np.float64]
-Stop = Callable[[FloatArray, FloatArray, "FloatArray | np.float64"], bool]  # (iterate, residual, squared norms) -> stop
+Scalars: TypeAlias = "FloatArray | np.float64"  # one per column of a matrix, or one for a vector
+Stop = Callable[[FloatArray, FloatArray, Scalars], bool]  # (iterate, residual, its squared norms) -> stop now
 Start = tuple[FloatArray, FloatArray]  # an iterate y and its residual b - (I - damping S) y
 
 
@@ -38,71 +40,44 @@ def conjugate_gradients(
     """Solve (I - damping * matrix) y = b for each column of b, from y = b or from `start`; stops when every
     column's residual norm is below `tol` x its right-hand side's norm, or `stop(y, residual, its squared
     norms)` says so. In-place vector updates: one sparse product and a few passes over the vectors per
-    iteration."""
+    iteration. A vector's scalars are numpy scalars, not 0-d arrays (the same floats, without a ufunc call with
+    `out=` and `where=` for each)."""
+    scratch = np.empty_like(b)
     if start is None:
         y: FloatArray = b.copy()
         residual = matrix(y)  # b - (y - damping S y) with y = b
         residual *= damping
     else:  # a start's arrays are the solve's own from here
         y, residual = start
-    if b.ndim == 1:
-        return _vector_iterations(matrix, b, y, residual, damping, tol, max_iter, stop)
-    scratch = np.empty_like(b)
     direction = residual.copy()
-    rr = dots(residual, residual)
-    limit = (tol**2) * dots(b, b)
+    rr = dots(residual, residual)[()]  # a scalar for a vector, one per column for a matrix
+    limit = (tol**2) * dots(b, b)[()]
     for _ in range(max_iter):
         if np.all(rr <= limit) or (stop is not None and stop(y, residual, rr)):
             break
         product = matrix(direction)
         product *= -damping
         product += direction  # (I - damping S) direction
-        curvature = dots(direction, product)
-        alpha = np.divide(rr, curvature, out=np.zeros_like(rr), where=curvature > 0)
+        alpha = _ratio(rr, dots(direction, product)[()])
         np.multiply(direction, alpha, out=scratch)
         y += scratch
         np.multiply(product, alpha, out=scratch)
         residual -= scratch
-        fresh = dots(residual, residual)
-        direction *= np.divide(fresh, rr, out=np.zeros_like(rr), where=rr > 0)
+        fresh = dots(residual, residual)[()]
+        direction *= _ratio(fresh, rr)
         direction += residual
         rr = fresh
     return y
 
 
-def _vector_iterations(
-    matrix: Callable[[FloatArray], FloatArray],
-    b: FloatArray,
-    y: FloatArray,
-    residual: FloatArray,
-    damping: float,
-    tol: float,
-    max_iter: int,
-    stop: Stop | None,
-) -> FloatArray:
-    """`conjugate_gradients`' iterations for one vector, its scalars as Python floats (the same IEEE operations
-    as numpy's on 0-d arrays, so the same floats, without a numpy call for each)."""
-    scratch = np.empty_like(b)
-    direction = residual.copy()
-    rr = float(dots(residual, residual))
-    limit = (tol**2) * float(dots(b, b))
-    for _ in range(max_iter):
-        if rr <= limit or (stop is not None and stop(y, residual, np.float64(rr))):
-            break
-        product = matrix(direction)
-        product *= -damping
-        product += direction  # (I - damping S) direction
-        curvature = float(dots(direction, product))
-        alpha = rr / curvature if curvature > 0 else 0.0
-        np.multiply(direction, alpha, out=scratch)
-        y += scratch
-        np.multiply(product, alpha, out=scratch)
-        residual -= scratch
-        fresh = float(dots(residual, residual))
-        direction *= fresh / rr if rr > 0 else 0.0
-        direction += residual
-        rr = fresh
-    return y
+def _ratio(top: Scalars, bottom: Scalars) -> Scalars:
+    """top / bottom where bottom > 0, else 0 (per column)."""
+    if isinstance(top, np.ndarray):
+        out: FloatArray = np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)
+        return out
+    below = float(bottom)
+    quotient: np.float64 = np.float64(float(top) / below if below > 0 else 0.0)
+    return quotient
 
 
 def chunked_conjugate_gradients(
