@@ -9,12 +9,12 @@ from engram.graph import ppr
 from engram.graph.certify import (
     SCORE_TOLERANCE,
     TopK,
-    best_unsettled,
     error_bound,
     exact_total,
     node_bounds,
     settled,
     shortfall,
+    top_unsettled,
 )
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 from engram.graph.push import PUSH_BUDGET
@@ -101,12 +101,13 @@ def test_settled_by_its_largest_value_first_agrees_with_sorting() -> None:
     assert outcomes == {True, False}
 
 
-def test_refusing_at_the_largest_value_alone_is_the_full_checks_refusal() -> None:
-    """`best_unsettled` (one node's bound) against `node_bounds` over every node, then `settled`: it refuses
-    exactly when the slack of the largest value is more than `rel` of its low end, and then no k settles."""
+def test_refusing_at_the_largest_values_alone_is_the_full_checks_refusal() -> None:
+    """`top_unsettled` (the bounds of the k largest values alone) against `node_bounds` over every node, then
+    `settled`: it refuses when the slack of one of the k largest values is more than `rel` of its low end, not
+    when every value from the k-th up is within it, and whenever it refuses `settled` does too."""
     rng = np.random.default_rng(11)
     outcomes = set()
-    for _ in range(2000):
+    for _ in range(4000):
         n = int(rng.integers(1, 12))
         roots = rng.random(n) * 3
         roots[rng.random(n) < 0.2] = 0.0  # dangling nodes: exact values, no slack
@@ -115,12 +116,19 @@ def test_refusing_at_the_largest_value_alone_is_the_full_checks_refusal() -> Non
         norms = rng.random(n)
         residual_norm, rhs, damping = float(np.abs(residual).sum()), float(rng.uniform(0.5, 2)), 0.5
         rel = float(rng.choice([np.inf, 1e-3, 1e-2, 0.1]))
+        k = int(rng.integers(1, n + 2))
         slack = roots * node_bounds(residual, norms, np.asarray(residual_norm), np.asarray(rhs), damping)[:, 0]
-        refused = best_unsettled(values, roots, residual, norms, residual_norm, rhs, damping, rel)
-        best = int(np.argmax(values))
-        assert refused == (n > 1 and rel < np.inf and not slack[best] <= rel * (values[best] - slack[best]))
+        refused = top_unsettled(values, roots, residual, norms, residual_norm, rhs, damping, rel, k)
+        fails = ~(slack <= rel * (values - slack))
+        kth = np.sort(values)[::-1][min(k, n) - 1]
+        if n < 2 or rel == np.inf:
+            assert not refused
+        elif fails[values > kth].any():  # in every choice of the k largest
+            assert refused
+        elif not fails[values >= kth].any():  # in none
+            assert not refused
         if refused:
-            assert not any(settled(values, slack, k, rel) for k in range(1, n + 1))
+            assert not settled(values, slack, k, rel)
         outcomes.add(refused)
     assert outcomes == {True, False}
 

@@ -155,7 +155,7 @@ def ranking_settled(
     return True
 
 
-def best_unsettled(
+def top_unsettled(
     values: FloatArray,
     roots: FloatArray,
     residual: FloatArray,
@@ -164,16 +164,28 @@ def best_unsettled(
     rhs_norm: float,
     damping: float,
     rel: float,
+    k: int,
 ) -> bool:
-    """Whether `settled` would refuse a vector iterate at its largest value, read at that node alone instead of
-    bounding every node first: `values` are the x(v) of the nodes from a ranking's start on (a dangling node's
-    its exact reset weight), `roots` their sqrt(degree) (0 when dangling), `residual` and `row_norms` the
-    residual's entries and the rows' 2-norms there. The arithmetic of `node_bounds` and `settled` at that node,
-    so it refuses exactly when they would (for more than one node and a finite `rel`)."""
-    if len(values) < 2 or not rel < np.inf:
+    """Whether `settled` would refuse a vector iterate at the `rel` condition of its `k` largest values, read at
+    those nodes alone instead of bounding every node first: the largest value first (one pass, as most early
+    iterates fail there), then the other k - 1. `values` are the x(v) of the nodes from a ranking's start on (a
+    dangling node's its exact reset weight), `roots` their sqrt(degree) (0 when dangling), `residual` and
+    `row_norms` the residual's entries and the rows' 2-norms there. The arithmetic of `node_bounds` and `settled`
+    at those nodes, so a refusal here is one of theirs (for more than one node and a finite `rel`); when values
+    tie at the k-th place, which of them count as the k largest may differ from `settled`'s choice, but such a
+    tie never settles there either."""
+    n = len(values)
+    if n < 2 or not rel < np.inf or k <= 0:
         return False
-    best = int(np.argmax(values))
     spread = damping * float(error_bound(np.atleast_1d(residual_norm), np.atleast_1d(rhs_norm), damping)[0])
+    best = int(np.argmax(values))
     bound = abs(float(residual[best])) + DRIFT * rhs_norm + float(row_norms[best]) * spread
     slack = float(roots[best]) * bound
-    return not slack <= rel * (float(values[best]) - slack)
+    if not slack <= rel * (float(values[best]) - slack):
+        return True
+    if k == 1:
+        return False
+    top = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
+    bounds = np.abs(residual[top]) + DRIFT * rhs_norm + row_norms[top] * spread
+    slacks = roots[top] * bounds
+    return not bool(np.all(slacks <= rel * (values[top] - slacks)))

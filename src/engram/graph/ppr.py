@@ -10,7 +10,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph import push
-from engram.graph.certify import TopK, best_unsettled, exact_total, node_bounds, ranking_settled
+from engram.graph.certify import TopK, exact_total, node_bounds, ranking_settled, top_unsettled
 from engram.graph.cg import Start, Stop, chunked_conjugate_gradients, conjugate_gradients, dots
 from engram.graph.csr import row_entries
 from engram.graph.parallel import RowChunks, matvec, row_blocks, row_chunks
@@ -327,7 +327,7 @@ def _settled_stop(
 ) -> Stop:
     """Whether an iterate settles the top of the ranking (`engram.graph.certify`); notes in `fired` that it
     did (a solve that ends at its tolerance instead is the same as one without `top`). A vector's iterate is
-    first refused at its largest value alone (`best_unsettled`), as most early iterates are."""
+    first refused at its k largest values alone (`top_unsettled`), as nearly every unsettled iterate is."""
     rhs = np.sqrt(dots(b, b))
     norms = walk.row_norms(top.start)
     roots = walk.root[top.start :]
@@ -339,7 +339,7 @@ def _settled_stop(
             values = y[top.start :] * roots
             values[still] = reset[top.start :][still]
             tail = residual[top.start :]
-            if best_unsettled(values, roots, tail, norms, float(residual_norm), float(rhs), damping, top.rel):
+            if top_unsettled(values, roots, tail, norms, float(residual_norm), float(rhs), damping, top.rel, top.k):
                 return False
         bound = node_bounds(residual[top.start :], norms, np.asarray(residual_norm), rhs, damping)
         done = ranking_settled(y, walk.root, reset, walk.dangling, bound, top)
