@@ -244,6 +244,8 @@ def test_a_scattered_gather_maps_no_pages(tmp_path: Path) -> None:
     picked = np.arange(3, len(matrix), 16, dtype=np.int64)  # 8,192 rows, 16 KiB apart
     rows = Rows(256)
     rows.adopt(np.load(tmp_path / "m.npy", mmap_mode="c"))
+    runs = np.array([9, 10, 11, 4, 5, 100, 99, 0, 0, 1], dtype=np.int64)  # runs, steps back, a repeat: one block
+    assert np.array_equal(rows.gather(rows.view(), runs), matrix[runs])
     spilled = np.random.default_rng(8).standard_normal((40_000, 256)).astype(np.float32)
     rows.append(spilled)
     assert rows.spill(tmp_path)
@@ -255,7 +257,8 @@ def test_a_scattered_gather_maps_no_pages(tmp_path: Path) -> None:
     if resident_kib("RssFile") - opened < 64 * 1024:
         pytest.skip("this kernel maps no pages around a fault: nothing to keep out")
     rows.release()
-    wanted = np.concatenate([picked, len(matrix) + np.arange(7, 40_000, 16), [len(whole) - 1, 5, 6, 7, 3]])
+    ends = [len(whole) - 1, 5, 6, 7, 3, 20, len(matrix) + 1, 21]  # 20 and 21: consecutive rows, places apart
+    wanted = np.concatenate([picked, len(matrix) + np.arange(7, 40_000, 16), ends])
     opened = resident_kib("RssFile")
     gathered = rows.gather(view, wanted)
     assert resident_kib("RssFile") - opened < 1024  # no page of the files mapped

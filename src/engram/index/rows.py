@@ -212,9 +212,9 @@ class Rows:
         files = [(p.rows, p.pages) for p in self.parts if p.pages is not None]
         files += [(s.rows, s.pages) for s in self.spilled]
         out = np.empty((len(rows), self.dim), dtype=np.float32)
-        which = np.searchsorted(view.starts, rows, side="right") - 1
+        which = np.searchsorted(view.starts, rows, side="right") - 1 if len(view.blocks) > 1 else None
         for b, block in enumerate(view.blocks):
-            at = np.flatnonzero(which == b)
+            at = np.arange(len(rows)) if which is None else np.flatnonzero(which == b)
             if not len(at):
                 continue
             local = rows[at] - view.starts[b]
