@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -59,7 +59,6 @@ class PhraseLookup:
     names: NameSnapshot
     alive: BoolArray
     passages: int
-    _inside: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)  # `inside`, by name
 
     @property
     def rows(self) -> _NameRows:
@@ -76,13 +75,9 @@ class PhraseLookup:
 
     def inside(self, name: str) -> list[str]:
         """Folded names found inside the phrase name `name` (folded), itself left out, as `link` finds them:
-        "west chicago high school" holds "west chicago" when that is a phrase name. Kept by name: a view's
-        names do not change, and the same fact phrases seed query after query."""
-        found = self._inside.get(name)
-        if found is None:
-            words = fold(name).split()
-            found = self._inside[name] = self._scan(words, min(self.longest, len(words) - 1))
-        return list(found)
+        "west chicago high school" holds "west chicago" when that is a phrase name."""
+        words = fold(name).split()
+        return self._scan(words, min(self.longest, len(words) - 1))
 
     def _scan(self, words: list[str], longest: int) -> list[str]:
         """Names of at most `longest` words in `words`, left to right, the longest at each position."""
