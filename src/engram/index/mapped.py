@@ -53,6 +53,8 @@ class Pages:
         consecutive rows (to consecutive places) are read at once. False when there is no file to read."""
         if self.file is None or not out.flags.c_contiguous:
             return False
+        if not len(rows):
+            return True
         handle, first = self.file
         size, fd = self.rows.strides[0], handle.fileno()
         target = out.reshape(-1).view(np.uint8).data
