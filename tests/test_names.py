@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from engram.embed import HashEmbedder
 from engram.index.names import fold
 from engram.index.view import GraphIndex
 from engram.retrieve.links import lookup_for
+from engram.text import normalize_phrase
 
 DOCS = {
     "a": [("José Martí", "born in", "Havana"), ("Havana", "capital of", "Cuba")],
@@ -96,3 +98,15 @@ def test_names_follow_inserts_deletes_updates_and_reopening(tmp_path: Path) -> N
         assert lookup_for(old).names.passages_with("mill") == 1  # an older view keeps its own counts
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32)) as reopened:
         check(reopened)
+
+
+def test_fold_takes_no_shortcut_that_changes_a_name() -> None:
+    """`fold` returns an ASCII normal form as it is; oracle: the whole NFKD, marks dropped, NFC path on every text,
+    ASCII or not (accents, width forms, ligatures, other scripts, punctuation)."""
+    texts = ["West  Chicago, High School!", "Aschenbrödel", "José Martí", "Ｆｕｌｌ ﬁ", "東京", "Москва", "", "1901"]
+    texts.append("e\u0301")  # a combining accent after an ASCII letter
+    for text in texts:
+        decomposed = unicodedata.normalize("NFKD", normalize_phrase(text))
+        expected = unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+        assert fold(text) == expected
+    assert fold("Aschenbrödel") == fold("Aschenbrodel") == "aschenbrodel"

@@ -39,7 +39,10 @@ BoolArray = npt.NDArray[np.bool_]
 
 def fold(text: str) -> str:
     """`normalize_phrase`, then combining marks removed (NFKD): the key under which names are matched."""
-    decomposed = unicodedata.normalize("NFKD", normalize_phrase(text))
+    normal = normalize_phrase(text)
+    if normal.isascii():  # no marks to remove, nothing for NFKD or NFC to change
+        return normal
+    decomposed = unicodedata.normalize("NFKD", normal)
     return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
 
 
