@@ -79,7 +79,8 @@ def kept_facts(
         choice = recognition(query, [index.tables.facts[i] for i in rows])
         if choice is not None:
             kept_rows, filtered = [rows[i] for i in choice], True
-    return candidates, _facts(index, kept_rows, scores), kept_rows, filtered
+    kept = _facts(index, kept_rows, scores) if filtered else list(candidates)  # unfiltered: the same facts
+    return candidates, kept, kept_rows, filtered
 
 
 def _alive_top(index: GraphIndex, scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.int64]:
