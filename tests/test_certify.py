@@ -240,6 +240,25 @@ def test_top_of_an_early_stop_is_the_exact_ranking(seed: int, k: int, budget: fl
     assert top_rows(single[phrases:], k) == top_rows(tight[phrases:, 0], k)
 
 
+@pytest.mark.parametrize("k", [1, 3, 10, 40])
+def test_the_cheap_refusal_changes_no_stop(k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vector solve stopped by the checks with `top_unsettled` first gives the same floats as one whose every
+    check bounds every passage (the refusal replaced by one that never refuses): the same iterate stops it."""
+    rng = np.random.default_rng(k)
+    phrases, passages = 400, 150
+    walk = symmetric_walk(bipartite(rng, phrases, passages, 1200))
+    resets = []
+    for _ in range(6):
+        reset = np.zeros(phrases + passages)
+        reset[rng.integers(0, phrases, 8)] = rng.random(8)
+        reset[phrases:] = 0.05 * rng.random(passages) ** 8  # a sharp prior: a few passages carry most of it
+        resets.append(reset)
+    with_refusal = [solve_pagerank(walk, r, 0.5, top=TopK(phrases, k), push_budget=0) for r in resets]
+    monkeypatch.setattr(ppr, "top_unsettled", lambda *args: False)
+    for reset, got in zip(resets, with_refusal):
+        assert np.array_equal(solve_pagerank(walk, reset, 0.5, top=TopK(phrases, k), push_budget=0), got)
+
+
 def test_an_early_stop_takes_fewer_products_and_a_tie_runs_to_the_tolerance(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     phrases, passages = 400, 150
