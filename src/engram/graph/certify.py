@@ -166,26 +166,29 @@ def top_unsettled(
     rel: float,
     k: int,
 ) -> bool:
-    """Whether `settled` would refuse a vector iterate at the `rel` condition of its `k` largest values, read at
-    those nodes alone instead of bounding every node first: the largest value first (one pass, as most early
-    iterates fail there), then the other k - 1. `values` are the x(v) of the nodes from a ranking's start on (a
-    dangling node's its exact reset weight), `roots` their sqrt(degree) (0 when dangling), `residual` and
-    `row_norms` the residual's entries and the rows' 2-norms there. The arithmetic of `node_bounds` and `settled`
-    at those nodes, so a refusal here is one of theirs (for more than one node and a finite `rel`); when values
-    tie at the k-th place, which of them count as the k largest may differ from `settled`'s choice, but such a
-    tie never settles there either."""
+    """Whether `settled` would refuse a vector iterate at the `rel` condition of its `k` largest values, without
+    ranking them: the largest value first (one node, as most early iterates fail there), then every node that
+    fails the condition and whether the largest of those is among the k largest (fewer than k values above it).
+    `values` are the x(v) of the nodes from a ranking's start on (a dangling node's its exact reset weight),
+    `roots` their sqrt(degree) (0 when dangling), `residual` and `row_norms` the residual's entries and the rows'
+    2-norms there. The arithmetic of `node_bounds` and `settled` (a few passes over these nodes, no partition),
+    so a refusal here is one of theirs (for more than one node and a finite `rel`); when values tie at the k-th
+    place, which of them count as the k largest may differ from `settled`'s choice, but such a tie never
+    settles there either."""
     n = len(values)
     if n < 2 or not rel < np.inf or k <= 0:
         return False
-    spread = damping * float(error_bound(np.atleast_1d(residual_norm), np.atleast_1d(rhs_norm), damping)[0])
+    spread = damping * ((residual_norm + DRIFT * rhs_norm) / (1.0 - damping))  # `error_bound`'s, in scalars
     best = int(np.argmax(values))
-    bound = abs(float(residual[best])) + DRIFT * rhs_norm + float(row_norms[best]) * spread
-    slack = float(roots[best]) * bound
-    if not slack <= rel * (float(values[best]) - slack):
+    slack_best = float(roots[best]) * (abs(float(residual[best])) + DRIFT * rhs_norm + float(row_norms[best]) * spread)
+    if not slack_best <= rel * (float(values[best]) - slack_best):
         return True
-    if k == 1:
+    slack = np.abs(residual)
+    slack += DRIFT * rhs_norm
+    slack += row_norms * spread
+    slack *= roots
+    failing = slack > rel * (values - slack)
+    if not failing.any():
         return False
-    top = np.argpartition(values, n - k)[n - k :] if k < n else np.arange(n)
-    bounds = np.abs(residual[top]) + DRIFT * rhs_norm + row_norms[top] * spread
-    slacks = roots[top] * bounds
-    return not bool(np.all(slacks <= rel * (values[top] - slacks)))
+    worst = float(values[failing].max())  # the largest value that fails: is it one of the k largest?
+    return int(np.count_nonzero(values > worst)) < k
