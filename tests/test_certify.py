@@ -214,6 +214,10 @@ def test_the_exact_total_needs_no_solve() -> None:
         x[walk.dangling] = resets[walk.dangling]
         assert np.allclose(exact_total(resets, walk.dangling, damping), x.sum(axis=0), rtol=1e-12)
         assert np.allclose(exact_total(resets[:, 0], walk.dangling, damping), x[:, 0].sum(), rtol=1e-12)
+        for reset in (resets, resets[:, 0]):  # the dangling nodes' rows give the mask's floats
+            by_rows = exact_total(reset, walk.dangling_rows, damping)
+            assert np.array_equal(by_rows, exact_total(reset, walk.dangling, damping))
+    assert np.array_equal(walk.dangling_rows, np.flatnonzero(walk.dangling))
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+DanglingNodes = npt.NDArray[np.bool_] | npt.NDArray[np.int64]  # a mask over every node, or their rows in order
 
 # How far the conjugate-gradient residual, updated by recurrence, may be taken to drift from the true
 # residual b - (I - damping S) y, relative to ||b||: rounding adds a few unit roundoffs per iteration at a
@@ -75,8 +76,10 @@ def node_bounds(
     return bound
 
 
-def exact_total(reset: FloatArray, dangling: npt.NDArray[np.bool_], damping: float) -> FloatArray:
-    """sum(x) of the exact solution of (I - damping M) x = reset, per column of the normalised `reset`."""
+def exact_total(reset: FloatArray, dangling: DanglingNodes, damping: float) -> FloatArray:
+    """sum(x) of the exact solution of (I - damping M) x = reset, per column of the normalised `reset`; `dangling`
+    marks the dangling nodes (a mask) or lists their rows in order (the same sum, read without a pass over every
+    node)."""
     rs = reset if reset.ndim == 2 else reset[:, None]
     total: FloatArray = (1.0 - damping * rs[dangling].sum(axis=0)) / (1.0 - damping)
     return total if reset.ndim == 2 else total[:1]
