@@ -214,8 +214,13 @@ class NameSnapshot:
 
     def has(self, name: str, alive: BoolArray) -> bool:
         """Whether `rows(name, alive)` is not empty, without building it: the query scan asks this of every
-        word n-gram, and most are no phrase's name."""
-        return next(self._alive_rows(name, alive), None) is not None
+        word n-gram, and most are no phrase's name (two dict lookups then, no generator)."""
+        table, size = self.table, len(alive)
+        row = table.phrase_row.get(name)
+        if row is not None and row < size and alive[row]:
+            return True
+        others = table.other_rows.get(name)  # keys that fold to the name: rare
+        return others is not None and any(r < size and alive[r] for r in others)
 
     def _alive_rows(self, name: str, alive: BoolArray) -> Iterator[int]:
         """The alive rows named `name`, unordered: the state's own row for the name, then the rows whose keys

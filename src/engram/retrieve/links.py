@@ -81,13 +81,13 @@ class PhraseLookup:
 
     def _scan(self, words: list[str], longest: int) -> list[str]:
         """Names of at most `longest` words in `words`, left to right, the longest at each position."""
-        rows, names = self.rows, self.names
+        names, alive = self.names, self.alive
         found: dict[str, None] = {}
         i = 0
         while i < len(words):  # no name is longer than the longest that starts with the word at i
             for size in range(min(longest, names.longest_from(words[i]), len(words) - i), 0, -1):
                 name = " ".join(words[i : i + size])
-                if name in rows:
+                if names.has(name, alive):
                     found[name] = None
                     i += size
                     break
