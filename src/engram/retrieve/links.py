@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engram.index.names import NameSnapshot, fold
+from engram.index.names import NameSnapshot, fold, folded_key
 from engram.index.view import GraphIndex
 
 BoolArray = npt.NDArray[np.bool_]
@@ -73,10 +73,11 @@ class PhraseLookup:
         words = fold(query).split()
         return self._scan(words, self.longest)
 
-    def inside(self, name: str) -> list[str]:
-        """Folded names found inside the phrase name `name` (folded), itself left out, as `link` finds them:
-        "west chicago high school" holds "west chicago" when that is a phrase name."""
-        words = fold(name).split()
+    def inside(self, key: str) -> list[str]:
+        """Folded names found inside the name of the phrase key `key` (normalised, as the graph keeps it), itself
+        left out, as `link` finds them: "west chicago high school" holds "west chicago" when that is a phrase
+        name."""
+        words = folded_key(key).split()
         return self._scan(words, min(self.longest, len(words) - 1))
 
     def _scan(self, words: list[str], longest: int) -> list[str]:
