@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from engram.graph import ppr
 from engram.graph.certify import TopK
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 from engram.retrieve.scoring import top_k
@@ -126,6 +127,9 @@ def test_parallel_products_give_the_same_floats(monkeypatch: pytest.MonkeyPatch)
     assert all(np.shares_memory(block.data, walk.matrix.data) for *_, block in blocks)  # views, not copies
     for x in (rng.random(2000), rng.random((2000, 4))):
         assert np.array_equal(parallel.matvec(blocks, x), walk.matrix @ x)
+    by_length = [(a, b, parallel.length_sorted(block)) for a, b, block in blocks]
+    x = rng.random(2000)
+    assert np.array_equal(parallel.matvec(by_length, x), walk.matrix @ x)  # each row's sum in its own order
     vectors = rng.standard_normal((3001, 64)).astype(np.float32)
     vector = rng.standard_normal(64).astype(np.float32)
     exact = vectors.astype(np.float64) @ vector.astype(np.float64)
@@ -168,3 +172,36 @@ def test_chunked_solver_agrees_and_its_floats_do_not_depend_on_the_threads(monke
     power = personalized_pagerank(walk_operator(adj), resets, 0.5, tol=1e-15, max_iter=1000)
     assert np.abs(solved[1] - power).max() < 1e-13
     assert np.abs(solved[1] - whole).max() < 1e-14
+
+
+def test_rows_sorted_by_length_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`length_sorted`: rows of 0 to 60 entries, mixed, in runs of one length, each row's entries in an order
+    that is not its columns' (a sum's order is kept, not re-sorted); the product is scipy's on the original
+    matrix, bit for bit, for vectors (matrices of vectors stay on the original rows). A walk sorts its rows
+    after `PLAIN_PRODUCTS` products with vectors, and its solves give the same floats before and after."""
+    from engram.graph import parallel
+
+    rng = np.random.default_rng(8)
+    n = 700
+    lengths = rng.choice([0, 1, 2, 3, 7, 60], n)
+    rows = np.repeat(np.arange(n), lengths)
+    columns = rng.integers(0, n, len(rows))
+    matrix = sp.csr_matrix((rng.standard_normal(len(rows)), columns, np.r_[0, np.cumsum(lengths)]), shape=(n, n))
+    assert not matrix.has_sorted_indices
+    sorted_rows = parallel.length_sorted(matrix)
+    assert np.all(np.diff(np.diff(sorted_rows.matrix.indptr)) >= 0)  # rows by length
+    for _ in range(3):
+        x = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)  # magnitudes far apart: order shows
+        assert np.array_equal(sorted_rows.times(x), matrix @ x)
+    assert parallel.length_sorted(sp.csr_matrix((0, 0))).times(np.zeros(0)).shape == (0,)
+    adj, *_ = random_graph(rng, 1500, 6000)
+    walk = symmetric_walk(adj)
+    reset = rng.random(1500)
+    monkeypatch.setattr(ppr, "PLAIN_PRODUCTS", 10**9)
+    plain = solve_pagerank(walk, reset, 0.5, tol=1e-12)
+    assert "vector_blocks" not in walk.__dict__
+    monkeypatch.setattr(ppr, "PLAIN_PRODUCTS", 3)
+    walk = symmetric_walk(adj)
+    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)
+    assert "vector_blocks" in walk.__dict__  # sorted after the solve's first three products
+    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)  # sorted from the start
