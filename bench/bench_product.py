@@ -1,0 +1,105 @@
+"""One sparse product with a vector on a memory's graph: its rows as stored against its rows sorted by length.
+
+`SymmetricWalk.product` multiplies a vector through the walk's rows sorted by their number of entries
+(`engram.graph.parallel.LengthSorted`: scipy's loop then meets rows of one length in runs) once the walk has
+made `ppr.PLAIN_PRODUCTS` products; each row's sum is the same floats either way. This times both forms on one
+memory's walk in one process, alternately: a product on its own (the same vector again, the arrays warm), a
+product after 8 MiB of other memory traffic (as inside a query, where the fact and passage scans come between
+solves), and the products the default method's queries make (`hipporag2`, the shared MuSiQue questions, each
+query's every product timed), with the products' outputs compared bit for bit.
+
+    .venv/bin/python bench/bench_product.py --memory DIR [--data ../shared/data/musique-1890] [--rounds 5]
+
+DIR is a memory indexed from --data (bench_index.py, bench_quality.py or `engram eval --memory DIR` build one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import engram.graph.ppr as ppr
+from engram import Memory
+from engram.eval.data import load_questions
+from engram.graph.parallel import matvec
+from engram.retrieve.default import hipporag2_default
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
+Product = Callable[[ppr.SymmetricWalk, np.ndarray], np.ndarray]
+
+
+def plain(walk: ppr.SymmetricWalk, x: np.ndarray) -> np.ndarray:
+    return matvec(walk.blocks, x)
+
+
+def by_length(walk: ppr.SymmetricWalk, x: np.ndarray) -> np.ndarray:
+    return matvec(walk.vector_blocks, x)
+
+
+def alone(walk: ppr.SymmetricWalk, product: Product, flush: np.ndarray | None, repeat: int = 200) -> float:
+    """Median seconds of one product (after touching `flush`, when given)."""
+    x = np.random.default_rng(0).random(walk.size)
+    times = []
+    for _ in range(repeat):
+        if flush is not None:
+            flush += 1.0
+        start = time.perf_counter()
+        product(walk, x)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memory", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
+    modes: dict[str, Product] = {"as stored": plain, "sorted by length": by_length}
+    inside: dict[str, list[float]] = {name: [] for name in modes}
+    solo: dict[str, list[float]] = {f"{name}{kind}": [] for name in modes for kind in ("", " (flushed)")}
+    with Memory(args.memory, llm=False) as memory:
+        context = memory.context()
+        index, config = context.view, context.config
+        vectors = context.embed_queries(questions)
+        walk = index.walk
+        x = np.random.default_rng(1).random(walk.size)
+        same = np.array_equal(plain(walk, x), by_length(walk, x))
+        print(f"walk: {walk.size:,} nodes, {walk.matrix.nnz:,} non-zeros, {len(walk.blocks)} row block(s); "
+              f"the two forms' products equal bit for bit: {same}")  # fmt: skip
+        flush = np.ones(1 << 20)
+        real = ppr.SymmetricWalk.product
+        for _ in range(args.rounds):
+            for name, product in modes.items():
+                solo[name].append(alone(walk, product, None))
+                solo[f"{name} (flushed)"].append(alone(walk, product, flush))
+                timed = inside[name]
+
+                def counting(
+                    self: ppr.SymmetricWalk, v: np.ndarray, product: Product = product, timed: list[float] = timed
+                ) -> np.ndarray:
+                    start = time.perf_counter()
+                    out = product(self, v) if v.ndim == 1 else plain(self, v)
+                    timed.append(time.perf_counter() - start)
+                    return out
+
+                ppr.SymmetricWalk.product = counting  # type: ignore[method-assign,assignment]
+                for i, question in enumerate(questions):
+                    hipporag2_default(index, vectors[i : i + 1], [question], config, 10)
+        ppr.SymmetricWalk.product = real  # type: ignore[method-assign]
+    for name, samples in solo.items():
+        print(f"one product, {name}: median of rounds {statistics.median(samples) * 1e6:.1f} us")
+    for name, samples in inside.items():
+        print(f"products inside hipporag2 queries, {name}: {len(samples)} products, median "
+              f"{statistics.median(samples) * 1e6:.1f} us, mean {statistics.mean(samples) * 1e6:.1f} us")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
