@@ -119,9 +119,8 @@ class SymmetricWalk:
 
     @cached_property
     def vector_blocks(self) -> list[tuple[int, int, LengthSorted]]:
-        """The row blocks with their rows sorted by length (`parallel.LengthSorted`): a copy of the values and
-        column indices (12 bytes per entry) that makes each product with a vector faster (bench/README.md).
-        Only a graph solved without chunks (`chunks`) makes them."""
+        """The row blocks' rows sorted by length (`parallel.LengthSorted`; 12 bytes per entry, bench/README.md):
+        made only by a graph solved without chunks (`chunks`)."""
         return [(a, b, length_sorted(block)) for a, b, block in self.blocks]
 
     @property
