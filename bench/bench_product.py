@@ -1,21 +1,26 @@
 """One sparse product with a vector on a memory's graph: its rows as stored against its rows sorted by length.
 
-`SymmetricWalk.product` multiplies a vector through the walk's rows sorted by their number of entries
-(`engram.graph.parallel.LengthSorted`: scipy's loop then meets rows of one length in runs) once the walk has
-made `ppr.PLAIN_PRODUCTS` products; each row's sum is the same floats either way. This times both forms on one
-memory's walk in one process, alternately: a product on its own (the same vector again, the arrays warm), a
-product after 8 MiB of other memory traffic (as inside a query, where the fact and passage scans come between
-solves), and the products the default method's queries make (`hipporag2`, the shared MuSiQue questions, each
-query's every product timed), with the products' outputs compared bit for bit.
+`SymmetricWalk.product` multiplies a vector through the walk's rows as stored or sorted by their number of
+entries (`engram.graph.parallel.LengthSorted`: scipy's loop then meets rows of one length in runs), whichever
+a trial after `parallel.PLAIN_PRODUCTS` products found faster (`parallel.VectorProducts`); each row's sum is the
+same floats either way. This times both forms on one memory's walk in one process, alternately: a product on
+its own (the same vector again, the arrays warm), a product after 8 MiB of other memory traffic (as inside a
+query, where the fact and passage scans come between solves), and the products the default method's queries
+make (`hipporag2`, each query's every product timed), with the products' outputs compared bit for bit; then
+which form the walk's own trial keeps.
 
     .venv/bin/python bench/bench_product.py --memory DIR [--data ../shared/data/musique-1890] [--rounds 5]
+    .venv/bin/python bench/bench_product.py --memory KEPT/s10000/m --queries KEPT/s10000/queries.json
 
-DIR is a memory indexed from --data (bench_index.py, bench_quality.py or `engram eval --memory DIR` build one).
+DIR is a memory indexed from --data (bench_index.py, bench_quality.py or `engram eval --memory DIR` build one),
+or a memory kept by `bench_scale.py --keep` with its queries (a JSON list of strings; such a memory is opened
+with its own hash embedder).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections.abc import Callable
@@ -25,8 +30,10 @@ import numpy as np
 
 import engram.graph.ppr as ppr
 from engram import Memory
+from engram.embed import HashEmbedder
 from engram.eval.data import load_questions
-from engram.graph.parallel import matvec
+from engram.graph import parallel
+from engram.graph.parallel import length_sorted, matvec
 from engram.retrieve.default import hipporag2_default
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
@@ -38,7 +45,10 @@ def plain(walk: ppr.SymmetricWalk, x: np.ndarray) -> np.ndarray:
 
 
 def by_length(walk: ppr.SymmetricWalk, x: np.ndarray) -> np.ndarray:
-    return matvec(walk.vector_blocks, x)
+    sorted_rows = walk.__dict__.get("_bench_sorted")
+    if sorted_rows is None:
+        sorted_rows = walk.__dict__["_bench_sorted"] = [(a, b, length_sorted(m)) for a, b, m in walk.blocks]
+    return matvec(sorted_rows, x)
 
 
 def alone(walk: ppr.SymmetricWalk, product: Product, flush: np.ndarray | None, repeat: int = 200) -> float:
@@ -58,13 +68,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memory", type=Path, required=True)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--queries", type=Path, help="a JSON list of queries instead of --data's questions")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
+    if args.queries is not None:
+        questions = [str(q) for q in json.loads(args.queries.read_text(encoding="utf-8"))]
+    else:
+        questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
     modes: dict[str, Product] = {"as stored": plain, "sorted by length": by_length}
     inside: dict[str, list[float]] = {name: [] for name in modes}
     solo: dict[str, list[float]] = {f"{name}{kind}": [] for name in modes for kind in ("", " (flushed)")}
-    with Memory(args.memory, llm=False) as memory:
+    embedder = HashEmbedder(dim=384) if args.queries is not None else None
+    with Memory(args.memory, llm=False, embedder=embedder) as memory:
         context = memory.context()
         index, config = context.view, context.config
         vectors = context.embed_queries(questions)
@@ -93,11 +108,21 @@ def main() -> int:
                 for i, question in enumerate(questions):
                     hipporag2_default(index, vectors[i : i + 1], [question], config, 10)
         ppr.SymmetricWalk.product = real  # type: ignore[method-assign]
+        trial = parallel.VectorProducts(walk.blocks)
+        for _ in range(parallel.PLAIN_PRODUCTS + 1):
+            trial(x)
+        assert trial.chosen is not None or len(walk.blocks) > 1
+        kept = (
+            "none (more than one row block)"
+            if trial.chosen is None
+            else ("sorted by length" if isinstance(trial.chosen[0][2], parallel.LengthSorted) else "as stored")
+        )
     for name, samples in solo.items():
         print(f"one product, {name}: median of rounds {statistics.median(samples) * 1e6:.1f} us")
     for name, samples in inside.items():
         print(f"products inside hipporag2 queries, {name}: {len(samples)} products, median "
               f"{statistics.median(samples) * 1e6:.1f} us, mean {statistics.mean(samples) * 1e6:.1f} us")  # fmt: skip
+    print(f"the walk's own trial ({parallel.TRIALS} products each way) keeps its rows: {kept}")
     return 0
 
 

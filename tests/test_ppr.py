@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from engram.graph import ppr
 from engram.graph.certify import TopK
 from engram.graph.ppr import personalized_pagerank, solve_pagerank, symmetric_walk, walk_operator
 from engram.retrieve.scoring import top_k
@@ -177,8 +176,7 @@ def test_chunked_solver_agrees_and_its_floats_do_not_depend_on_the_threads(monke
 def test_rows_sorted_by_length_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:
     """`length_sorted`: rows of 0 to 60 entries, mixed, in runs of one length, each row's entries in an order
     that is not its columns' (a sum's order is kept, not re-sorted); the product is scipy's on the original
-    matrix, bit for bit, for vectors (matrices of vectors stay on the original rows). A walk sorts its rows
-    after `PLAIN_PRODUCTS` products with vectors, and its solves give the same floats before and after."""
+    matrix, bit for bit, for vectors (matrices of vectors stay on the original rows)."""
     from engram.graph import parallel
 
     rng = np.random.default_rng(8)
@@ -194,14 +192,30 @@ def test_rows_sorted_by_length_give_the_same_floats(monkeypatch: pytest.MonkeyPa
         x = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)  # magnitudes far apart: order shows
         assert np.array_equal(sorted_rows.times(x), matrix @ x)
     assert parallel.length_sorted(sp.csr_matrix((0, 0))).times(np.zeros(0)).shape == (0,)
+
+
+@pytest.mark.parametrize("sorted_faster", [True, False])
+def test_a_walk_keeps_the_faster_form_of_its_rows(sorted_faster: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `PLAIN_PRODUCTS` products with vectors a walk times both forms (here by a stand-in clock that
+    makes one of them faster) and keeps the faster; its solves give the same floats before, during and after."""
+    from engram.graph import parallel
+
+    def timed(blocks: list[tuple[int, int, object]], x: np.ndarray) -> float:
+        parallel.matvec(blocks, x)  # type: ignore[arg-type]
+        is_sorted = isinstance(blocks[0][2], parallel.LengthSorted)
+        return 1.0 if is_sorted == sorted_faster else 2.0
+
+    monkeypatch.setattr(parallel, "timed_product", timed)
+    rng = np.random.default_rng(9)
     adj, *_ = random_graph(rng, 1500, 6000)
-    walk = symmetric_walk(adj)
     reset = rng.random(1500)
-    monkeypatch.setattr(ppr, "PLAIN_PRODUCTS", 10**9)
-    plain = solve_pagerank(walk, reset, 0.5, tol=1e-12)
-    assert "vector_blocks" not in walk.__dict__
-    monkeypatch.setattr(ppr, "PLAIN_PRODUCTS", 3)
+    monkeypatch.setattr(parallel, "PLAIN_PRODUCTS", 10**9)
     walk = symmetric_walk(adj)
-    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)
-    assert "vector_blocks" in walk.__dict__  # sorted after the solve's first three products
-    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)  # sorted from the start
+    plain = solve_pagerank(walk, reset, 0.5, tol=1e-12)
+    assert walk.vector_products.chosen is None
+    monkeypatch.setattr(parallel, "PLAIN_PRODUCTS", 3)
+    walk = symmetric_walk(adj)
+    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)  # chose after three products
+    chosen = walk.vector_products.chosen
+    assert chosen is not None and isinstance(chosen[0][2], parallel.LengthSorted) == sorted_faster
+    assert np.array_equal(solve_pagerank(walk, reset, 0.5, tol=1e-12), plain)  # that form from the start

@@ -13,7 +13,7 @@ from engram.graph import push
 from engram.graph.certify import TopK, exact_total, node_bounds, ranking_settled, top_unsettled
 from engram.graph.cg import Start, Stop, chunked_conjugate_gradients, conjugate_gradients, dots
 from engram.graph.csr import row_entries
-from engram.graph.parallel import LengthSorted, RowChunks, length_sorted, matvec, row_blocks, row_chunks
+from engram.graph.parallel import RowChunks, VectorProducts, matvec, row_blocks, row_chunks
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -23,11 +23,6 @@ IntArray = npt.NDArray[np.int64]
 # any gap a ranking resolves (the shared MuSiQue top-20 rankings are the same as at 1e-13), in 17 sparse
 # products per query on that graph instead of 22.
 PPR_TOL = 1e-10
-
-# Products with vectors a walk makes before it sorts its rows by length (`SymmetricWalk.vector_blocks`): the
-# sorted copy costs about what a dozen products then save, so a walk that serves a query or two (one after each
-# change of a memory) never makes it, and one that serves many makes it after about three queries.
-PLAIN_PRODUCTS = 32
 
 
 def walk_operator(adjacency: sp.csr_matrix) -> sp.csr_matrix:
@@ -105,23 +100,14 @@ class SymmetricWalk:
     blocks: list[tuple[int, int, sp.csr_matrix]]  # the matrix in row blocks, multiplied in parallel
 
     def product(self, x: FloatArray) -> FloatArray:
-        """`matrix @ x`, row blocks in parallel (the same floats as one thread); a vector, once this walk has
-        made `PLAIN_PRODUCTS` products with vectors, through the blocks' rows sorted by length (`vector_blocks`),
-        the same floats again."""
-        if x.ndim == 1:
-            kept = self.__dict__.get("vector_blocks")
-            if kept is None:  # a count, not a lock: two threads may both count one, or both sort (the same copy)
-                made = self.__dict__["_vector_products"] = self.__dict__.get("_vector_products", 0) + 1
-                kept = self.vector_blocks if made > PLAIN_PRODUCTS else None
-            if kept is not None:
-                return matvec(kept, x)
-        return matvec(self.blocks, x)
+        """`matrix @ x`, row blocks in parallel (the same floats as one thread); a vector's through
+        `vector_products` (its rows sorted by length where that runs faster: the same floats again)."""
+        return self.vector_products(x) if x.ndim == 1 else matvec(self.blocks, x)
 
     @cached_property
-    def vector_blocks(self) -> list[tuple[int, int, LengthSorted]]:
-        """The row blocks' rows sorted by length (`parallel.LengthSorted`; 12 bytes per entry, bench/README.md):
-        made only by a graph solved without chunks (`chunks`)."""
-        return [(a, b, length_sorted(block)) for a, b, block in self.blocks]
+    def vector_products(self) -> VectorProducts:
+        """How this walk multiplies vectors (`parallel.VectorProducts`)."""
+        return VectorProducts(self.blocks)
 
     @property
     def size(self) -> int:
