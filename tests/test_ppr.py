@@ -173,7 +173,7 @@ def test_chunked_solver_agrees_and_its_floats_do_not_depend_on_the_threads(monke
     assert np.abs(solved[1] - whole).max() < 1e-14
 
 
-def test_rows_sorted_by_length_give_the_same_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_sorted_by_length_give_the_same_floats() -> None:
     """`length_sorted`: rows of 0 to 60 entries, mixed, in runs of one length, each row's entries in an order
     that is not its columns' (a sum's order is kept, not re-sorted); the product is scipy's on the original
     matrix, bit for bit, for vectors (matrices of vectors stay on the original rows)."""
