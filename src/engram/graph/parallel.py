@@ -133,7 +133,7 @@ class VectorProducts:
     """Products of one matrix (in `row_blocks`) with vectors, through its rows as stored or through its rows
     sorted by length (`LengthSorted`), whichever this machine runs faster: the same floats either way. Sorted
     rows pay off where scipy's loop is bound by its branches (engram's MuSiQue graph, 18k nodes: a fifth off
-    each product) and cost where it is bound by memory (synthetic memories of 3k and 10k passages: slower), so
+    each product) and gain nothing or lose where it is bound by memory (bench_scale's 3k and 10k memories), so
     after `PLAIN_PRODUCTS` products (a walk that serves a query or two, one after each change of a memory, never
     gets there) a matrix in one block times `TRIALS` products each way and keeps the faster. Threads may race
     on the count or the trial; either way each product is the same floats."""
