@@ -190,7 +190,8 @@ class CodedRows:
         if top >= count:
             hits.append(np.flatnonzero(usable))
         elif top > 0:
-            np.copyto(scores, -np.inf, where=~usable)  # the scan's own buffer: no masked copy of every score
+            if count < len(usable):  # the scan's own buffer: no masked copy of every score
+                np.copyto(scores, -np.inf, where=~usable)
             cut = kth_largest(scores, top)
             hits.append(np.flatnonzero(np.greater_equal(scores, np.float64(cut - reach))))  # compared in float64
         return np.concatenate(hits)
