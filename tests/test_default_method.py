@@ -166,6 +166,22 @@ def test_one_query_is_solved_from_its_reset_support_as_a_batch_solves_it(
         assert np.allclose([p.score for p in alone[i].passages], [p.score for p in batch[i].passages], rtol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["hipporag2", "hipporag2-paper"])
+def test_a_batch_gives_each_query_what_it_gets_alone(memory: Memory, method: str) -> None:
+    """Each query is solved on its own in a batch too (`rank_full_graph`): its passages and scores are the ones
+    it gets alone, to the bit, in whatever batch and order it comes."""
+    with memory:
+        batch = memory.retrieve(QUERIES, 5, method=method)
+        backwards = memory.retrieve(QUERIES[::-1], 5, method=method)[::-1]
+        alone = [memory.retrieve([q], 5, method=method)[0] for q in QUERIES]
+    assert sum(r.method == method for r in alone) >= 3  # most queries reach the graph
+    for got in (batch, backwards):
+        assert [r.method for r in got] == [r.method for r in alone]
+        for one, among in zip(alone, got):
+            assert [p.id for p in one.passages] == [p.id for p in among.passages]
+            assert [p.score for p in one.passages] == [p.score for p in among.passages]
+
+
 def test_the_names_inside_a_fact_seeds_name_are_seeded(tmp_path: Path) -> None:
     """"west chicago high school" (a fact seed) holds the phrase node "west chicago": seeded at
     inner_name_weight x the parent's weight x its specificity (the idf of its rarest word over the passages,

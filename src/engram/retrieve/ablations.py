@@ -29,7 +29,7 @@ def full_graph_rank(
     index: GraphIndex, seeds: SeedList, passage_scores: FloatArray, config: RetrieveConfig, k: int, method: str
 ) -> list[GraphRanking]:
     """HippoRAG 2's graph search from given phrase seeds: phrase seeds plus every passage seeded with
-    `passage_weight` x its normalised dense score, one batched PPR over the full graph."""
+    `passage_weight` x its normalised dense score, PPR over the full graph (each query's own solve)."""
     resets: list[FloatArray | None] = []
     named: list[list[tuple[str, float]]] = []
     for qi, seed in enumerate(seeds):

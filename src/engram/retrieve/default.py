@@ -156,7 +156,7 @@ def hipporag2_default(
     k: int,
     recognition: FilterFn | None = None,
 ) -> list[GraphRanking]:
-    """Rank passages for each query; one batched Personalized PageRank for all queries with seeds."""
+    """Rank passages for each query; Personalized PageRank for each query with seeds (solved one by one)."""
     seeded = default_seeds(index, query_vectors, queries, config, recognition)
     scores = seeded.passage_scores
     rankings = rank_full_graph(index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD)

@@ -27,7 +27,7 @@ def hipporag2(
     method: str = PAPER,
 ) -> list[GraphRanking]:
     """The paper's method (`hipporag2-paper`). Queries whose filter keeps no fact fall back to dense
-    ranking; the others run one batched Personalized PageRank."""
+    ranking; the others run Personalized PageRank, each query its own solve."""
     passage_scores = index.dense_scores(query_vectors)
     fact_scores = index.fact_scores(query_vectors, config.fact_top_k)
     picked = kept_facts_all(index, queries, fact_scores, config, recognition)

@@ -1,0 +1,108 @@
+"""A batch of queries: PageRank solved as one block of columns against each query on its own.
+
+`rank_full_graph` (engram.retrieve.ranking) solves each query of a batch as a vector. This times, on one memory
+in one process, alternately round by round, for the default method's seeds (`default_seeds`) of a batch of
+queries:
+
+* block: the batch's resets as one (nodes, queries) matrix, `GraphIndex.passage_ppr(matrix, top=k)` (conjugate
+  gradients on every column together until the last column's top is settled), then each column's top k;
+* each alone: `rank_full_graph` (each query's reset by its parts, `GraphIndex.seeded_ppr`, then its top k);
+* the whole default method on the batch (`hipporag2_default` with every query) against the same queries passed
+  one at a time.
+
+It prints milliseconds per query (median of the rounds) and whether both ways rank the same passages.
+
+    .venv/bin/python bench/bench_batch.py --memory DIR [--data ../shared/data/musique-1890] [--rounds 5]
+    .venv/bin/python bench/bench_batch.py --memory KEPT/s10000/m --queries KEPT/s10000/queries.json
+
+DIR is a memory indexed from --data (bench_index.py, bench_quality.py or `engram eval --memory DIR` build one),
+or a memory kept by `bench_scale.py --keep` with its queries (a JSON list of strings; such a memory is opened
+with its own hash embedder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from engram import Memory
+from engram.embed import HashEmbedder
+from engram.eval.data import load_questions
+from engram.retrieve.default import default_seeds, hipporag2_default
+from engram.retrieve.ranking import rank_full_graph
+from engram.retrieve.scoring import top_k
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--memory", type=Path, required=True)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--queries", type=Path, help="a JSON list of queries instead of --data's questions")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--k", type=int, default=10)
+    args = parser.parse_args()
+    if args.queries is not None:
+        questions = [str(q) for q in json.loads(args.queries.read_text(encoding="utf-8"))]
+    else:
+        questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
+    embedder = HashEmbedder(dim=384) if args.queries is not None else None
+    k = args.k
+    with Memory(args.memory, llm=False, embedder=embedder, create=False) as memory:
+        context = memory.context()
+        index, config = context.view, context.config
+        vectors = context.embed_queries(questions)
+        seeded = default_seeds(index, vectors, questions, config)
+        graph = [qi for qi, reset in enumerate(seeded.resets) if reset is not None]
+        resets = [seeded.resets[qi] for qi in graph]
+        matrix = np.stack([r.dense(index.n_phrases) for r in resets if r is not None], axis=1)
+        walk = index.walk
+        print(f"walk: {walk.size:,} nodes, {walk.matrix.nnz:,} non-zeros, {len(walk.chunks.parts)} chunk(s); "
+              f"{len(questions)} queries, {len(graph)} with seeds")  # fmt: skip
+
+        def block() -> list[list[int]]:
+            masses = index.passage_ppr(matrix, config.damping, top=k)
+            return [top_k(index.rankable(masses[:, c]), k, index.passage_rank).tolist() for c in range(len(graph))]
+
+        def alone() -> list[list[int]]:
+            picked = [seeded.passage_scores[qi] for qi in graph]
+            evidence = [seeded.evidence[qi] for qi in graph]
+            seeds = [seeded.seeds[qi] for qi in graph]
+            ranked = rank_full_graph(index, resets, np.array(picked), seeds, evidence, config.damping, k, "x")
+            return [r.rows.tolist() for r in ranked]
+
+        def batched() -> None:
+            hipporag2_default(index, vectors, questions, config, k)
+
+        def one_by_one() -> None:
+            for i, question in enumerate(questions):
+                hipporag2_default(index, vectors[i : i + 1], [question], config, k)
+
+        same = block() == alone()
+        runs: dict[str, Callable[[], object]] = {
+            "PageRank, one block of columns": block,
+            "PageRank, each query alone (rank_full_graph)": alone,
+            "hipporag2, the batch in one call": batched,
+            "hipporag2, one query per call": one_by_one,
+        }
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.rounds):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                times[name].append((time.perf_counter() - start) * 1000 / len(questions))
+    for name, samples in times.items():
+        print(f"{name}: {statistics.median(samples):.2f} ms per query (median of {args.rounds} rounds)")
+    print(f"the block and each query alone rank the same {k} passages for every query: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
