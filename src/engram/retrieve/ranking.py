@@ -134,9 +134,9 @@ def rank_full_graph(
 
     Each query is solved on its own, as a vector, in a batch too: it stops at its own settled iterate, where a
     block of columns runs until the slowest settles, and every pass over a block's (nodes, queries) arrays
-    costs more than the matrix reads it shares (bench/bench_batch.py: each query alone took 0.74x the block's
-    time on 1,930 MuSiQue passages, 0.19x on 100,000 synthetic ones). A query's result is therefore the same,
-    to the bit, alone or in a batch."""
+    costs more than the matrix reads it shares (bench/bench_batch.py: each query alone took 0.65-0.74x the
+    block's time on 1,930 MuSiQue passages, 0.19-0.21x on 100,000 synthetic ones). A query's result is
+    therefore the same, to the bit, alone or in a batch."""
     out: list[GraphRanking] = []
     for qi, reset in enumerate(resets):
         candidates, kept, filtered = evidence[qi]
