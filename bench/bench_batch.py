@@ -12,8 +12,13 @@ queries:
 
 It prints milliseconds per query (median of the rounds) and whether both ways rank the same passages.
 
+With `--many N` it does only this instead: `Memory.retrieve` with N queries in one call (the queries repeated
+in turn), and prints the time per query and how far the process's peak resident memory rose during the call
+(`ru_maxrss`), for what a large batch holds at once.
+
     .venv/bin/python bench/bench_batch.py --memory DIR [--data ../shared/data/musique-1890] [--rounds 5]
     .venv/bin/python bench/bench_batch.py --memory KEPT/s10000/m --queries KEPT/s10000/queries.json
+    .venv/bin/python bench/bench_batch.py --memory KEPT/s100000/m --queries KEPT/s100000/queries.json --many 1000
 
 DIR is a memory indexed from --data (bench_index.py, bench_quality.py or `engram eval --memory DIR` build one),
 or a memory kept by `bench_scale.py --keep` with its queries (a JSON list of strings; such a memory is opened
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -48,6 +54,7 @@ def main() -> int:
     parser.add_argument("--queries", type=Path, help="a JSON list of queries instead of --data's questions")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--many", type=int, default=0, help="time one Memory.retrieve call with this many queries")
     args = parser.parse_args()
     if args.queries is not None:
         questions = [str(q) for q in json.loads(args.queries.read_text(encoding="utf-8"))]
@@ -56,6 +63,8 @@ def main() -> int:
     embedder = HashEmbedder(dim=384) if args.queries is not None else None
     k = args.k
     with Memory(args.memory, llm=False, embedder=embedder, create=False) as memory:
+        if args.many:
+            return many(memory, questions, args.many, k)
         context = memory.context()
         index, config = context.view, context.config
         vectors = context.embed_queries(questions)
@@ -101,6 +110,20 @@ def main() -> int:
     for name, samples in times.items():
         print(f"{name}: {statistics.median(samples):.2f} ms per query (median of {args.rounds} rounds)")
     print(f"the block and each query alone rank the same {k} passages for every query: {same}")
+    return 0
+
+
+def many(memory: Memory, questions: list[str], count: int, k: int) -> int:
+    """One `Memory.retrieve` call with `count` queries: time per query and the rise of the peak RSS."""
+    batch = [questions[i % len(questions)] for i in range(count)]
+    memory.retrieve(batch[:1], k)  # the view and its caches, before the peak is read
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    found = memory.retrieve(batch, k)
+    seconds = time.perf_counter() - start
+    rise = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024  # KiB on Linux
+    print(f"Memory.retrieve with {count} queries in one call: {seconds * 1000 / count:.2f} ms per query, "
+          f"peak RSS rose by {rise:.0f} MiB (from {before / 1024:.0f} MiB); {len(found)} results")  # fmt: skip
     return 0
 
 

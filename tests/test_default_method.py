@@ -182,6 +182,33 @@ def test_a_batch_gives_each_query_what_it_gets_alone(memory: Memory, method: str
             assert [p.score for p in one.passages] == [p.score for p in among.passages]
 
 
+def test_a_large_batch_runs_in_slices_with_the_same_results(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose score rows would exceed `SLICE_BYTES` runs in slices of queries (here 2 a slice, 4
+    slices for 7 queries): every method gives what the whole batch gives, in the queries' order."""
+    import engram.retrieve.run as run
+
+    with memory:
+        whole = {m: memory.retrieve(QUERIES, 5, m) for m in ("hipporag2", "hipporag2-paper", "dense", "bm25")}
+        view = memory.context().view
+        monkeypatch.setattr(run, "SLICE_BYTES", 2 * 8 * (len(view.fact_alive) + len(view.passage_alive)) + 7)
+        calls: list[int] = []
+        real = run.retrieve
+
+        def counting(ctx: object, queries: list[str], *args: object, **kwargs: object) -> object:
+            calls.append(len(queries))
+            return real(ctx, queries, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(run, "retrieve", counting)
+        for method, expected in whole.items():
+            calls.clear()
+            sliced = memory.retrieve(QUERIES, 5, method)
+            assert calls == [2, 2, 2, 1]  # the slices (Memory calls the outer one by its own name)
+            assert [r.query for r in sliced] == QUERIES
+            assert [[(p.id, p.score) for p in r.passages] for r in sliced] == [
+                [(p.id, p.score) for p in r.passages] for r in expected
+            ]
+
+
 def test_the_names_inside_a_fact_seeds_name_are_seeded(tmp_path: Path) -> None:
     """"west chicago high school" (a fact seed) holds the phrase node "west chicago": seeded at
     inner_name_weight x the parent's weight x its specificity (the idf of its rarest word over the passages,

@@ -22,6 +22,9 @@ from engram.types import Answer, Fact, Retrieval
 
 RSE_METHODS = ("rse-dense", "rse-hipporag2")  # relevant segment extraction over a base ranking (segments.py)
 METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS, *RSE_METHODS, *PEERS)
+# a batch runs in slices of queries whose score rows (one float64 per fact and per passage each) fit in this
+# many bytes, at least one query a slice: a large batch on a large memory holds no (queries, facts) matrix
+SLICE_BYTES = 256 << 20
 
 
 def retrieve(
@@ -41,6 +44,10 @@ def retrieve(
     index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
+    size = max(1, SLICE_BYTES // (8 * (len(index.fact_alive) + len(index.passage_alive))))
+    if len(queries) > size:  # each query is ranked on its own in any batch (rank_full_graph): no other result
+        sliced = (queries[start : start + size] for start in range(0, len(queries), size))
+        return [r for part in sliced for r in retrieve(ctx, part, k, method, query_entities=query_entities)]
     if method in PEERS:  # structure-augmented peers with their own index (engram.retrieve.peers)
         from engram.retrieve import peers
 
