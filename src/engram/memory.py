@@ -356,8 +356,7 @@ class Memory:
         query_entities: Mapping[str, Sequence[str]] | None = None,
         config: RetrieveConfig | None = None,
     ) -> list[Retrieval]:
-        """Ranked passages for each query, as a list of `Retrieval` (one per query, in order; each ranked alone,
-        a large batch in slices of `engram.retrieve.run.SLICE_BYTES` of scores, so memory stays bounded).
+        """Ranked passages for each query, as a list of `Retrieval` (one per query, in order; each ranked alone).
 
         `query_entities` (query text -> named entities) feeds `hipporag1` and `hipporag2-ner-to-node`;
         queries it lacks get their entities from the LLM when one is configured. `config` overrides the

@@ -36,7 +36,8 @@ def retrieve(
     query_entities: QueryEntities | None = None,
 ) -> list[Retrieval]:
     """`query_entities` (query text -> named entities) feeds hipporag1 and hipporag2-ner-to-node, which
-    otherwise ask the LLM."""
+    otherwise ask the LLM. A batch larger than `SLICE_BYTES` of score rows runs in slices: its memory stays
+    bounded whatever the number of queries."""
     if method not in METHODS:
         raise InputError(f"unknown retrieval method {method!r}; choose one of {', '.join(METHODS)}")
     if k < 1:
