@@ -4,8 +4,10 @@
 in one process, alternately round by round, for the default method's seeds (`default_seeds`) of a batch of
 queries:
 
-* block: the batch's resets as one (nodes, queries) matrix, `GraphIndex.passage_ppr(matrix, top=k)` (conjugate
-  gradients on every column together until the last column's top is settled), then each column's top k;
+* block: the batch's resets as one (nodes, queries) matrix in canonical order, each column pushed
+  (`engram.graph.push`, on a walk large enough for it), then conjugate gradients on every column the push left
+  together until the last one's top is settled (`block_solve`: what `solve_pagerank` did with a matrix and a
+  top before 2026-11-29, now each column is solved as a vector), then each column's top k;
 * each alone: `rank_full_graph` (each query's reset by its parts, `GraphIndex.seeded_ppr`, then its top k);
 * the whole default method on the batch (`hipporag2_default` with every query) against the same queries passed
   one at a time.
@@ -36,14 +38,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.eval.data import load_questions
+from engram.graph import ppr, push
+from engram.graph.certify import TopK
+from engram.index.view import GraphIndex
 from engram.retrieve.default import default_seeds, hipporag2_default
 from engram.retrieve.ranking import rank_full_graph
 from engram.retrieve.scoring import top_k
 
+Floats = npt.NDArray[np.float64]
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 
 
@@ -77,7 +84,7 @@ def main() -> int:
               f"{len(questions)} queries, {len(graph)} with seeds")  # fmt: skip
 
         def block() -> list[list[int]]:
-            masses = index.passage_ppr(matrix, config.damping, top=k)
+            masses = block_masses(index, index.canonical_reset(matrix), config.damping, k)
             return [top_k(index.rankable(masses[:, c]), k, index.passage_rank).tolist() for c in range(len(graph))]
 
         def alone() -> list[list[int]]:
@@ -111,6 +118,33 @@ def main() -> int:
         print(f"{name}: {statistics.median(samples):.2f} ms per query (median of {args.rounds} rounds)")
     print(f"the block and each query alone rank the same {k} passages for every query: {same}")
     return 0
+
+
+def block_masses(index: GraphIndex, reset: Floats, damping: float, k: int) -> Floats:
+    """The passage rows' masses of a canonical (nodes, queries) reset solved as one block (`block_solve`)."""
+    node_rows, n_phrases = index.node_rows, index.n_phrases
+    start = int(np.count_nonzero(node_rows < n_phrases))
+    solved = block_solve(index.walk, reset / reset.sum(axis=0), damping, TopK(start, k))
+    out = np.zeros((len(index.passages), reset.shape[1]))
+    out[node_rows[start:] - n_phrases] = solved[start:]
+    return out
+
+
+def block_solve(walk: ppr.SymmetricWalk, r: Floats, damping: float, top: TopK) -> Floats:
+    """The block solve as `engram.graph.ppr` ran it for a matrix with a top before each column went alone."""
+    budget = push.PUSH_BUDGET if walk.matrix.nnz >= push.MIN_NONZEROS else 0.0
+    if not budget:
+        return ppr._solve(walk, r, damping, ppr.PPR_TOL, 200, top)
+    pushes = [push.push_top(walk, r[:, c], damping, top, budget) for c in range(r.shape[1])]
+    out = np.empty_like(r)
+    left = [c for c, pushed in enumerate(pushes) if pushed.masses is None]
+    for c, pushed in enumerate(pushes):
+        if pushed.masses is not None:
+            out[:, c] = pushed.masses
+    if left:
+        start = (np.stack([pushes[c].y for c in left], axis=1), np.stack([pushes[c].residual for c in left], axis=1))
+        out[:, left] = ppr._solve(walk, r[:, left], damping, ppr.PPR_TOL, 200, top, start)
+    return out
 
 
 def many(memory: Memory, questions: list[str], count: int, k: int) -> int:

@@ -88,6 +88,24 @@ def test_solver_batches_and_rejects_like_power_iteration() -> None:
 
 
 @pytest.mark.parametrize("budget", [0.0, 10.0])  # conjugate gradients alone, the push first
+def test_columns_stopped_at_their_top_are_each_solved_as_a_vector(budget: float) -> None:
+    """With `top`, each column of a matrix reset is solved on its own: its masses are its vector's to the bit
+    (one column's own stop, not the slowest column's), and its top is the exact solution's."""
+    rng = np.random.default_rng(17)
+    adj, *_ = random_graph(rng, 600, 2400)
+    walk = symmetric_walk(adj)
+    resets = rng.random((600, 5)) * (rng.random((600, 5)) < 0.05)
+    resets[500:] += 0.01 * rng.random((100, 5))  # every "passage" seeded a little, as retrieval does
+    top = TopK(500, 5)
+    block = solve_pagerank(walk, resets, 0.5, top=top, push_budget=budget)
+    exact = solve_pagerank(walk, resets, 0.5, tol=1e-14)
+    for j in range(5):
+        alone = solve_pagerank(walk, resets[:, j], 0.5, top=top, push_budget=budget)
+        assert np.array_equal(block[:, j], alone)
+        assert (top_k(block[500:, j], 5) == top_k(exact[500:, j], 5)).all()
+
+
+@pytest.mark.parametrize("budget", [0.0, 10.0])  # conjugate gradients alone, the push first
 def test_a_reset_given_with_its_support_is_read_there_alone(budget: float) -> None:
     """A caller that knows where its reset is non-zero passes those nodes: the same masses as the reset read
     whole (up to the normalising sum's order), and bad entries among them refused the same way."""

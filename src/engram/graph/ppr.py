@@ -247,8 +247,9 @@ def solve_pagerank(
     dangling node keeps x = its reset). Writing x = D^1/2 y makes the system symmetric positive definite,
     (I - damping S) y = D^-1/2 reset, with eigenvalues in [1 - damping, 1 + damping] (condition number 3 at
     damping 0.5), so conjugate gradients reach `tol` (relative residual) in about half the sparse products
-    power iteration needs. `reset` is a vector or an (n, q) matrix (q queries, solved together); columns are
-    normalised. Deterministic: fixed-order sparse products and numpy's pairwise sums, no BLAS reductions.
+    power iteration needs. `reset` is a vector or an (n, q) matrix (q queries: solved together, or with `top` each
+    on its own as a vector); columns are normalised. Deterministic: fixed-order sparse products and numpy's
+    pairwise sums, no BLAS reductions.
 
     With `top`, the solve stops as soon as every column's best `top.k` nodes from `top.start` on are settled
     (`engram.graph.certify`): their order is then the exact solution's, and each of their masses within 0.1 % of
@@ -264,11 +265,13 @@ def solve_pagerank(
     if not 0.0 <= damping < 1.0:
         raise ValueError("damping must be in [0, 1)")
     r = _checked_reset(reset, walk.size, support)
+    if top is not None and r.ndim == 2:  # each column on its own, as a vector (`_columns`)
+        return _columns(walk, np.asarray(reset, dtype=np.float64), damping, tol, max_iter, top, push_budget)
     budget = push_budget
     if budget is None:
         budget = push.PUSH_BUDGET if walk.matrix.nnz >= push.MIN_NONZEROS else 0.0
     if top is not None and budget > 0:
-        return _solve_top(walk, r, damping, tol, max_iter, top, budget, support if r.ndim == 1 else None)
+        return _solve_top(walk, r, damping, tol, max_iter, top, budget, support)
     return _solve(walk, r, damping, tol, max_iter, top)
 
 
@@ -311,28 +314,31 @@ def _solve_top(
     budget: float,
     support: IntArray | None = None,
 ) -> FloatArray:
-    """Each column pushed from its reset (`engram.graph.push`; a vector's from `support` when given); the
-    columns whose top the push did not settle within its budget solved together by conjugate gradients from where
-    their pushes stopped."""
-    columns = r if r.ndim == 2 else r[:, None]
-    pushes = [
-        push.push_top(walk, columns[:, column], damping, top, budget, support) for column in range(columns.shape[1])
-    ]
-    if r.ndim == 1 and pushes[0].masses is not None:
-        return pushes[0].masses
-    out = np.empty_like(columns)
-    left = [column for column, pushed in enumerate(pushes) if pushed.masses is None]
-    for column, pushed in enumerate(pushes):
-        if pushed.masses is not None:
-            out[:, column] = pushed.masses
-    if len(left) == 1:  # one vector, not an (n, 1) matrix: scipy's product over a vector is the faster one
-        start = (pushes[left[0]].y, pushes[left[0]].residual)
-        out[:, left[0]] = _solve(walk, columns[:, left[0]], damping, tol, max_iter, top, start)
-    elif left:
-        start = (np.stack([pushes[c].y for c in left], axis=1), np.stack([pushes[c].residual for c in left], axis=1))
-        out[:, left] = _solve(walk, columns[:, left], damping, tol, max_iter, top, start)
-    result: FloatArray = out if r.ndim == 2 else out[:, 0]
-    return result
+    """The vector `r` pushed from its reset (`engram.graph.push`, from `support` when given); a top the push did
+    not settle within its budget is solved by conjugate gradients from where the push stopped."""
+    pushed = push.push_top(walk, r, damping, top, budget, support)
+    if pushed.masses is not None:
+        return pushed.masses
+    return _solve(walk, r, damping, tol, max_iter, top, (pushed.y, pushed.residual))
+
+
+def _columns(
+    walk: SymmetricWalk,
+    reset: FloatArray,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    top: TopK,
+    push_budget: float | None,
+) -> FloatArray:
+    """`solve_pagerank` of each column of `reset` as a vector: each stops at its own settled iterate, and vectors
+    beat one block of columns on every memory measured (bench/bench_batch.py), so a column's masses are the
+    same floats as its vector's."""
+    out = np.empty(reset.shape, dtype=np.float64)
+    for column in range(reset.shape[1]):
+        vector = np.ascontiguousarray(reset[:, column])
+        out[:, column] = solve_pagerank(walk, vector, damping, tol, max_iter, top, push_budget)
+    return out
 
 
 def _settled_stop(
