@@ -56,6 +56,24 @@ def test_phrase_graph_pure_functions() -> None:
     assert rank_with_tiebreak([0.0, 1.0, 0.0, 0.0], [0.1, 0.0, 0.5, 0.5], 4).tolist() == [1, 2, 3, 0]
 
 
+def test_an_entity_links_its_best_phrase_and_ties_go_to_the_lowest_tiebreak() -> None:
+    """`link_nearest` against a brute-force oracle on vectors with many exact ties (each phrase one of three
+    unit vectors), dead rows skipped, ties resolved by the tiebreak order and without one by the row."""
+    rng = np.random.default_rng(3)
+    basis = np.eye(4)[:3]
+    phrases = basis[rng.integers(0, 3, 40)]
+    entities = np.vstack([basis, rng.random((5, 4))])
+    alive = rng.random(40) < 0.8
+    tiebreak = rng.permutation(40)
+    for order in (tiebreak, None):
+        rows, sims = link_nearest(entities, phrases, alive, order)
+        rank = np.arange(40) if order is None else order
+        for e, (row, sim) in enumerate(zip(rows.tolist(), sims.tolist())):
+            scores = {r: float(phrases[r] @ entities[e]) for r in range(40) if alive[r]}
+            want = min(scores, key=lambda r: (-scores[r], rank[r]))
+            assert row == want and sim == pytest.approx(scores[want])
+
+
 def test_hipporag1_from_query_entities(tmp_path: Path) -> None:
     entities = {Q_ACME: ["Acme Tools"], Q_ZENITH: ["Zenith Foods"]}
     with build(tmp_path / "m") as memory:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
@@ -64,8 +65,7 @@ def phrase_graph_rank(
             seed = seeds[qi]
             if seed is not None:
                 resets[seed[0], col] = seed[1]
-        operator = phrase_operator(index.adjacency, alive)
-        context = context_matrix(index.tables.context, len(index.passages), n)[:, alive]
+        operator, context = index.memo("phrase_graph", lambda: _phrase_graph(index, alive))  # once per view
         graph_scores = phrase_graph_passage_scores(operator, context, resets[alive], damping)
     out: list[GraphRanking] = []
     for qi, seed in enumerate(seeds):
@@ -80,6 +80,12 @@ def phrase_graph_rank(
         named.sort(key=lambda item: -item[1])
         out.append(GraphRanking(ranked, mass[ranked], method, candidates, kept, named, filtered))
     return out
+
+
+def _phrase_graph(index: GraphIndex, alive: IntArray) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The view's phrase-graph walk over its `alive` phrase rows and the passages' context matrix over them."""
+    operator = phrase_operator(index.adjacency, alive)
+    return operator, context_matrix(index.tables.context, len(index.passages), index.n_phrases)[:, alive]
 
 
 def entity_seeds(

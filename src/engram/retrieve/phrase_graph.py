@@ -44,8 +44,16 @@ def link_nearest(
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     sims = np.where(mask[None, :], (entities @ phrases.T).astype(np.float64), -np.inf)
     order = np.arange(len(phrases)) if tiebreak is None else np.asarray(tiebreak)
-    rows = np.array([int(np.lexsort((order, -row))[0]) for row in sims], dtype=np.int64)
+    rows = np.array([_best(row, order) for row in sims], dtype=np.int64)
     return rows, sims[np.arange(len(rows)), rows]
+
+
+def _best(scores: FloatArray, order: npt.NDArray[np.int64]) -> int:
+    """The row of the highest score, equal ones going to the lowest `order` (no sort of every row)."""
+    tied = np.flatnonzero(scores == scores.max())
+    if not len(tied):  # a NaN score: the full sort's order, NaN last
+        return int(np.lexsort((order, -scores))[0])
+    return int(tied[np.argmin(order[tied])])
 
 
 def specificity_seeds(
