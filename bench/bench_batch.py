@@ -30,44 +30,33 @@ with its own hash embedder).
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from engram import Memory
-from engram.embed import HashEmbedder
-from engram.eval.data import load_questions
 from engram.graph import ppr, push
 from engram.graph.certify import TopK
 from engram.index.view import GraphIndex
 from engram.retrieve.default import default_seeds, hipporag2_default
 from engram.retrieve.ranking import rank_full_graph
 from engram.retrieve.scoring import top_k
+from memory_queries import add_memory_arguments, queries_and_embedder
 
 Floats = npt.NDArray[np.float64]
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--memory", type=Path, required=True)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--queries", type=Path, help="a JSON list of queries instead of --data's questions")
-    parser.add_argument("--rounds", type=int, default=5)
+    add_memory_arguments(parser)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--many", type=int, default=0, help="time one Memory.retrieve call with this many queries")
     args = parser.parse_args()
-    if args.queries is not None:
-        questions = [str(q) for q in json.loads(args.queries.read_text(encoding="utf-8"))]
-    else:
-        questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
-    embedder = HashEmbedder(dim=384) if args.queries is not None else None
+    questions, embedder = queries_and_embedder(args)
     k = args.k
     with Memory(args.memory, llm=False, embedder=embedder, create=False) as memory:
         if args.many:

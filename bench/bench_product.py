@@ -20,23 +20,19 @@ with its own hash embedder).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
 import engram.graph.ppr as ppr
 from engram import Memory
-from engram.embed import HashEmbedder
-from engram.eval.data import load_questions
 from engram.graph import parallel
 from engram.graph.parallel import length_sorted, matvec
 from engram.retrieve.default import hipporag2_default
+from memory_queries import add_memory_arguments, queries_and_embedder
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
 Product = Callable[[ppr.SymmetricWalk, np.ndarray], np.ndarray]
 
 
@@ -66,19 +62,12 @@ def alone(walk: ppr.SymmetricWalk, product: Product, flush: np.ndarray | None, r
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--memory", type=Path, required=True)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--queries", type=Path, help="a JSON list of queries instead of --data's questions")
-    parser.add_argument("--rounds", type=int, default=5)
+    add_memory_arguments(parser)
     args = parser.parse_args()
-    if args.queries is not None:
-        questions = [str(q) for q in json.loads(args.queries.read_text(encoding="utf-8"))]
-    else:
-        questions = [q.question for q in load_questions(args.data / "questions.jsonl")]
+    questions, embedder = queries_and_embedder(args)
     modes: dict[str, Product] = {"as stored": plain, "sorted by length": by_length}
     inside: dict[str, list[float]] = {name: [] for name in modes}
     solo: dict[str, list[float]] = {f"{name}{kind}": [] for name in modes for kind in ("", " (flushed)")}
-    embedder = HashEmbedder(dim=384) if args.queries is not None else None
     with Memory(args.memory, llm=False, embedder=embedder) as memory:
         context = memory.context()
         index, config = context.view, context.config
