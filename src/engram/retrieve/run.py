@@ -46,7 +46,8 @@ def retrieve(
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
     size = max(1, SLICE_BYTES // (8 * (len(index.fact_alive) + len(index.passage_alive))))
-    if len(queries) > size:  # each query is ranked on its own in any batch (rank_full_graph): no other result
+    if len(queries) > size:  # hipporag2's queries rank alone in any batch; hipporag1's power iteration stops
+        # with its batch's slowest column (within its 1e-12 tolerance), as it did before
         sliced = (queries[start : start + size] for start in range(0, len(queries), size))
         return [r for part in sliced for r in retrieve(ctx, part, k, method, query_entities=query_entities)]
     if method in PEERS:  # structure-augmented peers with their own index (engram.retrieve.peers)
