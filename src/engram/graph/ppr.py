@@ -264,9 +264,9 @@ def solve_pagerank(
     entries alone, not every node."""
     if not 0.0 <= damping < 1.0:
         raise ValueError("damping must be in [0, 1)")
-    r = _checked_reset(reset, walk.size, support)
-    if top is not None and r.ndim == 2:  # each column on its own, as a vector (`_columns`)
+    if top is not None and np.ndim(reset) == 2:  # each column on its own, as a vector, checked as one (`_columns`)
         return _columns(walk, np.asarray(reset, dtype=np.float64), damping, tol, max_iter, top, push_budget)
+    r = _checked_reset(reset, walk.size, support)
     budget = push_budget
     if budget is None:
         budget = push.PUSH_BUDGET if walk.matrix.nnz >= push.MIN_NONZEROS else 0.0
