@@ -38,3 +38,9 @@ class ExtractionError(EngramError):
 
 class MissingDependencyError(EngramError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+# How to configure an LLM, for messages that need one: the same words reach library and CLI users.
+LLM_HINT = (
+    "set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (CLI: --llm-base-url and --llm-model; library: Memory(llm=...))"
+)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder
-from engram.errors import InputError, LLMError, MemoryFormatError
+from engram.errors import LLM_HINT, InputError, LLMError
 from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.offline import OfflineSession, resolve_extractor
 from engram.extract.planning import ExtractionEstimate
@@ -23,6 +23,7 @@ from engram.index.live import LiveIndex
 from engram.index.retry import retry_conflicts
 from engram.index.view import GraphIndex
 from engram.index.writer import Writer
+from engram.ingest.prepare import document_list, id_list
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
@@ -34,10 +35,10 @@ from engram.retrieve.run import answer_all, retrieve, segments, warm_view
 from engram.retrieve.segments import Segments
 from engram.settings import load_file_config, resolve_embedder, resolve_llm
 from engram.store.base import Store
-from engram.store.manifest import MANIFEST, check_embedder, read_manifest, write_manifest
+from engram.store.manifest import open_directory
 from engram.store.peer_tables import PeerTables
 from engram.store.pg_schema import is_database_url, redact
-from engram.store.records import RecordStore, check_records_file
+from engram.store.records import RecordStore
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
 DB_NAME = "engram.sqlite"
@@ -97,28 +98,8 @@ class Memory:
             from engram.store.postgres import PostgresStore
 
             return PostgresStore(self.url, self.embedder.identity, create)
-        self._open_directory(create)
+        open_directory(self.path, self.embedder.identity, create, self.path / DB_NAME)
         return RecordStore(self.path / DB_NAME)
-
-    def _open_directory(self, create: bool) -> None:
-        if self.path.exists() and not self.path.is_dir():
-            raise InputError(f"{self.path} is a file; a memory is a directory")
-        manifest_path = self.path / MANIFEST
-        if manifest_path.exists():
-            check_embedder(read_manifest(self.path), self.embedder.identity, self.path)
-            check_records_file(self.path / DB_NAME)
-            return
-        leftovers = (".manifest.json.",)  # a temporary file of an interrupted creation
-        if self.path.exists() and any(
-            p.name != "config.json" and not p.name.startswith(leftovers) for p in self.path.iterdir()
-        ):
-            raise MemoryFormatError(
-                f"{self.path} is not empty and has no engram manifest: choose a new or empty directory"
-            )
-        if not create:
-            raise MemoryFormatError(f"no memory at {self.path}: index documents into it first")
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_manifest(self.path, self.embedder.identity)
 
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -175,23 +156,23 @@ class Memory:
     # public API ---------------------------------------------------------------------------------------
     def index(
         self,
-        documents: Iterable[str | Document],
+        documents: Iterable[str | Document] | str | Document,
         *,
         extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None,
         progress: Progress | None = None,
         max_tokens: int | None = None,
         max_input_tokens: int | None = None,
     ) -> IndexReport:
-        """Add documents, and update those stored under the same id with other content (`report.added`,
-        `report.updated`; unchanged ones are counted in `report.unchanged`). Passages get their extraction
-        from `extractions` (engram/shared JSONL or HippoRAG
-        OpenIE JSON, a path or loaded), else from the LLM when one is configured, else stay pending.
+        """Add documents (a str or Document, or an iterable of them), and update those stored under the same id
+        with other content (`report.added`, `report.updated`; unchanged ones are counted in `report.unchanged`).
+        Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG OpenIE JSON, a path or
+        loaded), else from the LLM when one is configured, else stay pending.
         Only what is new is extracted, embedded and linked; queries on this Memory see it at once.
 
         With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
         extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
         resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
-        found, docs = as_extraction_set(extractions), list(documents)
+        found, docs = as_extraction_set(extractions), document_list(documents)
         return self._finish(
             retry_conflicts(lambda: self._writer.index(docs, found, progress, max_tokens, max_input_tokens))
         )
@@ -204,10 +185,11 @@ class Memory:
         found = as_extraction_set(extractions)
         return self._finish(retry_conflicts(lambda: self._writer.update(document, found)))
 
-    def delete(self, document_ids: Iterable[str]) -> IndexReport:
-        """Remove documents: their passages (unless another document shares them), the facts and phrases no
-        remaining passage states, and the edges of those. Unknown ids are reported in `skipped`."""
-        ids = list(document_ids)
+    def delete(self, document_ids: Iterable[str] | str) -> IndexReport:
+        """Remove documents (one id, or an iterable of ids): their passages (unless another document shares
+        them), the facts and phrases no remaining passage states, and the edges of those. Unknown ids are
+        reported in `skipped`."""
+        ids = id_list(document_ids)
         return self._finish(retry_conflicts(lambda: self._writer.delete(ids)))
 
     def _finish(self, report: IndexReport) -> IndexReport:
@@ -225,7 +207,7 @@ class Memory:
         offline extractor, an import); `redo="all"` re-extracts everything, asking the model again rather than
         replaying cached replies. A passage whose re-extraction fails keeps its earlier triples."""
         if self.llm is None:
-            raise LLMError("no LLM configured: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+            raise LLMError("no LLM configured: " + LLM_HINT)
         report = IndexReport()
         retry_conflicts(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
         return self._finish(report)

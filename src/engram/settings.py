@@ -27,6 +27,7 @@ from engram.config import MemoryConfig
 from engram.embed.base import Embedder
 from engram.errors import InputError
 from engram.llm.base import ChatModel
+from engram.store.manifest import recorded_embedder
 
 CONFIG_FILE = "config.json"
 TRUST_VARIABLE = "ENGRAM_TRUST_MEMORY_CONFIG"
@@ -95,14 +96,17 @@ def load_file_config(memory_dir: Path) -> MemoryConfig:
 
 def resolve_embedder(embedder: Embedder | str | None, memory_dir: Path | None = None) -> Embedder:
     """An Embedder object is used as given; a spec string goes to `make_embedder`; None means $ENGRAM_EMBEDDER,
-    then the config file's "embedder", then the default all-MiniLM-L6-v2."""
+    then the config file's "embedder", then the embedder the memory at `memory_dir` was written with (its
+    manifest), then the default all-MiniLM-L6-v2."""
     if embedder is not None and not isinstance(embedder, str):
         return embedder
-    from engram.embed import make_embedder
+    from engram.embed import make_embedder, spec_for
 
     spec = embedder or os.environ.get("ENGRAM_EMBEDDER")
     if not spec and memory_dir is not None:
         spec = read_config_file(memory_dir).get("embedder")
+        recorded = None if spec else recorded_embedder(memory_dir)
+        spec = spec or (spec_for(recorded) if recorded is not None else None)
     return make_embedder(spec or None)
 
 

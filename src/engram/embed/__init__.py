@@ -36,6 +36,7 @@ __all__ = [
     "Vectors",
     "make_embedder",
     "normalize_rows",
+    "spec_for",
 ]
 
 _MINILM_NAMES = ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
@@ -70,6 +71,19 @@ def make_embedder(spec: str | None = None, environ: Mapping[str, str] | None = N
             arg, base_url=base_url or None, api_key=api_key or None, max_concurrency=int(concurrency or 4)
         )
     raise InputError(f"unknown embedder spec {spec!r}: use one of {SPEC_FORMS}")
+
+
+def spec_for(identity: Mapping[str, object]) -> str | None:
+    """The spec string that makes an embedder of `identity` (`Embedder.identity`, as a memory's manifest records
+    it), or None for one no spec names (an Embedder object of the caller's own: pass it again)."""
+    kind, model, dim = identity.get("kind"), identity.get("model"), identity.get("dim")
+    if kind == "hash" and isinstance(dim, int):
+        return f"hash:{dim}"
+    if kind == "sentence-transformers" and isinstance(model, str) and model:
+        return "minilm" if model.lower() in _MINILM_NAMES else f"st:{model}"
+    if kind == "openai" and isinstance(model, str) and model:
+        return f"openai:{model}"
+    return None
 
 
 def _hash_dim(arg: str) -> int:

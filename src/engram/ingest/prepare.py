@@ -25,6 +25,20 @@ class Prepared:
     unchanged: int = 0
 
 
+def document_list(documents: Iterable[str | Document] | str | Document) -> list[str | Document]:
+    """`documents` as a list: one str or Document by itself is one document (never split into characters)."""
+    if isinstance(documents, (str, Document)):
+        return [documents]
+    if isinstance(documents, (bytes, bytearray)):
+        raise InputError("cannot index bytes: decode them to text (str) first")
+    return list(documents)
+
+
+def id_list(document_ids: Iterable[str] | str) -> list[str]:
+    """`document_ids` as a list: one str by itself is one id (never split into characters)."""
+    return [document_ids] if isinstance(document_ids, str) else list(document_ids)
+
+
 def as_document(item: object) -> Document:
     if isinstance(item, Document):
         doc = item

@@ -82,19 +82,36 @@ def _add_text(out: Collected, path: Path, doc_id: str, extra: dict[str, str]) ->
     except (InputError, OSError) as exc:
         out.skipped[str(path)] = str(exc)
         return
-    out.documents.append(Document(doc_id, text, path.stem, {"path": str(path), **extra}))
+    out.documents.append(Document(doc_id, text, path.stem, {"path": str(path.resolve()), **extra}))
 
 
 def check_origins(documents: Iterable[Document], stored: Mapping[str, str]) -> None:
-    """Refuse documents read from a folder whose stored namesake (`stored`: id -> metadata JSON) came from
-    another folder of the same name: re-indexing must never overwrite another folder's document."""
+    """Refuse documents whose stored namesake (`stored`: id -> metadata JSON) was read from elsewhere: from
+    another folder of the same name, or (a file given by itself, whose id is its file name) from another file of
+    the same name. Re-indexing must never overwrite another folder's or file's document."""
     for doc in documents:
-        root = doc.metadata.get(SYNC_KEY)
-        if root is None or doc.id not in stored:
+        if doc.id not in stored:
             continue
-        other = json.loads(stored[doc.id]).get(SYNC_KEY)
-        if other is not None and other != root:
+        before = json.loads(stored[doc.id])
+        root, other = doc.metadata.get(SYNC_KEY), before.get(SYNC_KEY)
+        if root is not None and other is not None and other != root:
             raise InputError(
                 f"document {doc.id!r} was read from {other}, and {root} has the same folder name: rename one "
                 "of the folders (ids are FOLDERNAME/PATH) or index it into another memory"
             )
+        path, was = doc.metadata.get("path"), before.get("path")
+        if root is None and other is None and _elsewhere(doc.id, path, was):
+            raise InputError(
+                f"document {doc.id!r} was read from {was}, and {path} has the same file name: index one of them "
+                f"from a folder (ids are FOLDERNAME/PATH), delete the stored one first (engram delete {doc.id}), "
+                "or index it into another memory"
+            )
+
+
+def _elsewhere(doc_id: str, path: object, was: object) -> bool:
+    """Whether document `doc_id`, a file given by itself (its id is its file name), now comes from another file
+    than before: both paths absolute (as `collect` stores them; a memory written before kept them as typed,
+    which says nothing) and not the same."""
+    if not isinstance(path, str) or not isinstance(was, str) or Path(path).name != doc_id:
+        return False
+    return Path(path).is_absolute() and Path(was).is_absolute() and path != was

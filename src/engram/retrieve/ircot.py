@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engram.errors import InputError, LLMError
+from engram.errors import LLM_HINT, InputError, LLMError
 from engram.llm.base import ChatModel, Message
 from engram.llm.failures import LLMTruncatedError
 from engram.qa import extract_answer, format_passages
@@ -149,7 +149,7 @@ def ircot(
 
     chat = llm or ctx.chat
     if chat is None:
-        raise LLMError("IRCoT needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+        raise LLMError("IRCoT needs an LLM: " + LLM_HINT)
     if steps < 1:
         raise InputError("IRCoT needs at least one step")
     states = [_State(q) for q in queries]

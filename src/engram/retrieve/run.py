@@ -89,11 +89,11 @@ def retrieve(
 
 
 def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -> list[Answer]:
-    from engram.errors import LLMError
+    from engram.errors import LLM_HINT, LLMError
     from engram.qa import read_all
 
     if ctx.chat is None:
-        raise LLMError("answering needs an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+        raise LLMError("answering needs an LLM: " + LLM_HINT)
     retrievals = retrieve(ctx, queries, k, method)
     readings = read_all(ctx.chat, [(r.query, r.passages) for r in retrievals])  # concurrently
     out = []

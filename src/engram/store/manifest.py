@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engram.errors import EmbedderMismatchError, MemoryFormatError
+from engram.errors import EmbedderMismatchError, InputError, MemoryFormatError
+from engram.store.sqlite_file import check_records_file
 
 FORMAT_NAME = "engram-memory"
 FORMAT_VERSION = 1
@@ -67,3 +68,33 @@ def check_embedder(manifest: dict[str, Any], identity: dict[str, Any], directory
             f"{json.dumps(identity, sort_keys=True)} is configured. Open it with the same embedder "
             "(--embedder / ENGRAM_EMBEDDER), or index into a new memory directory."
         )
+
+
+def open_directory(path: Path, identity: dict[str, Any], create: bool, records: Path) -> None:
+    """Check (or, with `create`, make) the memory directory `path` for an embedder of `identity`: a manifest
+    written by another embedder, a damaged `records` file, a folder of other files, or a file on the way are
+    refused with what to do."""
+    for place in (path, *path.parents):
+        if place.exists() and not place.is_dir():
+            raise InputError(f"{place} is a file; a memory is a directory" + ("" if place == path else f" ({path})"))
+    if (path / MANIFEST).exists():
+        check_embedder(read_manifest(path), identity, path)
+        check_records_file(records)
+        return
+    leftovers = (".manifest.json.",)  # a temporary file of an interrupted creation
+    if path.exists() and any(p.name != "config.json" and not p.name.startswith(leftovers) for p in path.iterdir()):
+        raise MemoryFormatError(f"{path} is not empty and has no engram manifest: choose a new or empty directory")
+    if not create:
+        raise MemoryFormatError(f"no memory at {path}: index documents into it first")
+    path.mkdir(parents=True, exist_ok=True)
+    write_manifest(path, identity)
+
+
+def recorded_embedder(path: Path) -> dict[str, Any] | None:
+    """The embedder identity the manifest of the memory directory `path` records; None when there is no readable
+    manifest (opening the memory then says what is wrong)."""
+    try:
+        embedder = read_manifest(path).get("embedder")
+    except MemoryFormatError:
+        return None
+    return embedder if isinstance(embedder, dict) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from importlib import import_module
 
-from engram.errors import InputError, LLMError
+from engram.errors import LLM_HINT, InputError, LLMError
 from engram.llm.cache import CachedChat
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerMethod, PeerSync, measured
@@ -60,7 +60,7 @@ def add(name: str, host: PeerHost, require_llm: bool = True, rebuild: bool = Fal
     if rebuild and again is None:
         raise InputError(f"{name} has no rebuild: its index follows every write already (drop the option)")
     if require_llm and method.needs_llm and host.chat is None:
-        raise LLMError(f"{name} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+        raise LLMError(f"{name} indexes with an LLM: " + LLM_HINT)
     ready = getattr(method, "ready", None)  # a method needing an extra says so before its tables exist
     if ready is not None:
         ready()
@@ -79,15 +79,19 @@ def retrieve(ctx: RetrievalContext, name: str, queries: list[str], k: int) -> li
     tables = ctx.tables
     if tables is None:
         raise InputError(f"{name} keeps its index in a memory directory; PostgreSQL memories do not hold peer methods")
-    if method.owner not in tables.methods():
-        raise InputError(
-            f"this memory has no {name} index: add it with Memory.add_method({name!r}) "
-            f"or `engram add-method {name} --memory DIR`"
-        )
+    _check_added(tables, name, method.owner)
     if getattr(method, "query_llm", method.needs_llm) and ctx.chat is None:  # a method may index with an LLM only
         raise LLMError(f"{name} asks the LLM at query time: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL")
     with measured(tables, method.owner, "query", ctx.chat):
         return method.retrieve(ctx, tables, queries, k)
+
+
+def _check_added(tables: PeerTables, name: str, owner: str) -> None:
+    if owner not in tables.methods():
+        raise InputError(
+            f"this memory has no {name} index: add it with Memory.add_method({name!r}) "
+            f"or `engram add-method {name} --memory DIR`"
+        )
 
 
 def estimate(
@@ -100,6 +104,7 @@ def costs(tables: PeerTables, name: str) -> dict[str, object]:
     """What `name` spent on this memory: per phase (index, query) runs, LLM calls, tokens, cache hits and
     seconds; the disk its tables take; and its index's size."""
     method = peer(name)
+    _check_added(tables, name, method.owner)
     return {
         "phases": tables.costs(method.owner),
         "disk_bytes": tables.disk_bytes(method.owner),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram.errors import ExtractionError, LLMError
+from engram.errors import LLM_HINT, ExtractionError, LLMError
 from engram.llm import aio
 from engram.llm.base import ChatModel, Message, concurrency_of
 from engram.llm.cache import CachedChat
@@ -122,7 +122,7 @@ def extract_new(
 ) -> list[str]:
     """Extract `todo` and store each chunk's result; the content hashes of the chunks now done."""
     if host.chat is None:
-        raise LLMError(f"{ex.method} indexes with an LLM: set ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL (or pass llm=)")
+        raise LLMError(f"{ex.method} indexes with an LLM: " + LLM_HINT)
     results = aio.run(_extract_all(host, host.chat, ex, todo, gleanings))
     now = time.time()
     rows = []
