@@ -69,7 +69,7 @@ def test_delete_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     mem = tmp_path / "m"
     with Memory(mem, embedder=HashEmbedder()) as memory:
         memory.index([Document("one", "First note about owls."), Document("two", "Second note about owls.")])
-    assert main(["delete", "one", "ghost", "--memory", str(mem), "--embedder", "hash"]) == 0
+    assert main(["delete", "one", "ghost", "--memory", str(mem), "--embedder", "hash"]) == 1  # as rm: ghost is unknown
     err = capsys.readouterr().err
     assert "skipped ghost" in err and "deleted 1 documents" in err
     assert retrieve_ids(str(mem), "owls", capsys) == ["two"]

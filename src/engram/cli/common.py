@@ -117,7 +117,11 @@ def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True
     """The shared flags a command takes: `--memory`, `--embedder`, the LLM flags (`llm`) and `--progress`."""
     if memory:
         p.add_argument("--memory", "-m", required=True, help="memory directory, or postgresql://USER:PASSWORD@HOST/DB?schema=NAME")
-    p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER or all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--embedder",
+        help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, the one it was written with, "
+        "all-MiniLM-L6-v2)",
+    )
     if llm:
         p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
         p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.cli.common import Bars, say
-from engram.cli.eval_args import check_args, parse_methods, parse_weights, run_setup
+from engram.cli.eval_args import baseline, check_args, parse_methods, parse_weights, run_setup
 from engram.errors import InputError
 from engram.eval.continual import (
     Stage,
@@ -20,7 +20,7 @@ from engram.eval.continual import (
     run_continual,
     split_segments,
 )
-from engram.eval.loaders import load_dataset
+from engram.eval.loaders import check_gold, load_dataset
 from engram.eval.runner import RunOptions, entities_by_question, plan_methods
 from engram.extract.importers import ExtractionSet, load_extractions
 from engram.memory import Memory
@@ -53,6 +53,8 @@ def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[S
         entities = entities_by_question(questions, load_query_entities(args.query_entities))
     extractions = load_extractions(args.extractions) if args.extractions else ExtractionSet()
     specs = plan_methods(methods, parse_weights(args.passage_weight), args.ircot_steps)
+    against = baseline(args, [spec.name for spec in specs])
+    check_gold(data, args.questions, needed=not args.qa)
     options = RunOptions(depth=args.top_k, qa=args.qa, query_entities=entities)
     bars = Bars(args.progress)
 
@@ -79,7 +81,7 @@ def _run(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[S
             on_stage=done,
         )
         setup = run_setup(args, data, memory, methods)
-    result = continual_result(segments, stages, evaluated, args.baseline, args.bootstrap_samples)
+    result = continual_result(segments, stages, evaluated, against, args.bootstrap_samples)
     return {"setup": {**setup, "continual": args.continual}, **result}, stages
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from engram.cli.common import add_common
@@ -34,7 +35,7 @@ def add_eval_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--ircot-steps", type=int, default=0, help="also run each method under IRCoT with N steps (LLM)")
     p.add_argument("--qa", action="store_true", help="answer with the LLM reader (top 5) and report EM / F1")
-    p.add_argument("--baseline", default="dense", help="row the paired bootstrap compares against (default dense)")
+    p.add_argument("--baseline", help="row the paired bootstrap compares against (default dense, when run)")
     p.add_argument("--bootstrap-samples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     p.add_argument("--out", help="write results.json, report.md, details.jsonl and PNG plots into this folder")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -64,19 +65,38 @@ def parse_methods(args: argparse.Namespace) -> list[str]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    if not methods:
+        raise InputError(f"--methods names no method; choose from {', '.join(METHODS)}")
     return methods
 
 
 def parse_weights(values: list[str]) -> list[float]:
     try:
-        return [float(v) for value in values for v in value.split(",") if v.strip()]
+        weights = [float(v) for value in values for v in value.split(",") if v.strip()]
     except ValueError as exc:
         raise InputError(f"--passage-weight takes numbers: {exc}") from exc
+    wrong = [w for w in weights if not 0.0 <= w < float("inf")]
+    if wrong:
+        raise InputError(f"--passage-weight takes weights of at least 0, not {wrong[0]:g}")
+    return weights
+
+
+def baseline(args: argparse.Namespace, rows: list[str]) -> str:
+    """The row the paired bootstrap compares against: --baseline, which must be one of the run's `rows`, else
+    dense (no comparison when dense is not run)."""
+    if args.baseline is not None and args.baseline not in rows:
+        raise InputError(f"--baseline {args.baseline} is not among the rows this run makes: {', '.join(rows)}")
+    return str(args.baseline or "dense")
 
 
 def check_args(args: argparse.Namespace, methods: list[str], has_llm: bool) -> None:
     if args.top_k < 1:
         raise InputError("--top-k must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise InputError("--limit must be at least 1 (leave it out for every question)")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file: name a folder (results.json, report.md, ... go into it)")
     needs = [m for m in methods if m in NEEDS_ENTITIES]
     if needs and not has_llm and not args.query_entities:
         raise InputError(f"{', '.join(needs)} need query entities: pass --query-entities FILE or configure an LLM")

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from engram.cli.common import Bars, command, say
-from engram.cli.eval_args import add_eval_args, check_args, parse_methods, parse_weights, run_setup
+from engram.cli.eval_args import add_eval_args, baseline, check_args, parse_methods, parse_weights, run_setup
 from engram.cli.eval_peers import dry_run, index_peers, openie_cost, run_costed
 from engram.eval.costs import cost_table
-from engram.eval.loaders import load_dataset
+from engram.eval.loaders import check_gold, load_dataset
 from engram.eval.report import compare_runs, comparison_table, recall_table, write_run
 from engram.eval.runner import MethodResult, RunOptions, compare, entities_by_question, plan_methods
 from engram.memory import Memory
@@ -31,6 +31,9 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
     questions = data.questions[: args.limit] if args.limit else data.questions
     llm = resolve_llm(folder, args.llm_base_url, args.llm_model)
     check_args(args, methods, llm is not None)
+    plan = plan_methods(methods, parse_weights(args.passage_weight), args.ircot_steps)
+    against = baseline(args, [spec.name for spec in plan])
+    check_gold(data, args.questions, needed=not args.qa)
     if llm is None and any(m.startswith("hipporag2") for m in methods):
         say("no LLM configured: the hipporag2 recognition filter is skipped")
     if data.unmatched_gold:
@@ -55,12 +58,12 @@ def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
         options = RunOptions(depth=args.top_k, qa=args.qa, query_entities=entities)
         memory.embedder.embed(["warm-up"], role="query")  # load the model before any method is timed
         results = []
-        for spec in plan_methods(methods, parse_weights(args.passage_weight), args.ircot_steps):
+        for spec in plan:
             results.append(run_costed(memory, questions, spec, options, openie, peers))
             say(f"{spec.name}: done ({results[-1].summary['seconds_per_query'] * 1000:.1f} ms/query)")
         result: dict[str, Any] = {"setup": run_setup(args, data, memory, methods), "index": index}
     result["methods"] = {r.spec.name: r.summary for r in results}
-    result["comparisons"] = compare(results, args.baseline, samples=args.bootstrap_samples)
+    result["comparisons"] = compare(results, against, samples=args.bootstrap_samples)
     return result, results
 
 

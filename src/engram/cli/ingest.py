@@ -6,6 +6,7 @@ import argparse
 
 from engram.cli.common import Bars, add_common, command, memory_line, open_memory, report_index, say
 from engram.cli.llm_args import add_run_args, memory_for_estimate, print_estimate, report_llm
+from engram.errors import InputError
 from engram.memory import Memory
 
 STRICT_EXIT = 3  # --strict: passages failed extraction
@@ -30,6 +31,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     collected = collect(args.paths)
     for path, reason in collected.skipped.items():
         say(f"skipped {path}: {reason}")
+    if collected.skipped and not collected.documents:
+        raise InputError("nothing to index: every file given was skipped (the reasons are above)")
     if args.dry_run:
         with memory_for_estimate(args) as memory:
             estimate = memory.estimate(
@@ -76,10 +79,8 @@ def cmd_extract(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         report = memory.delete(args.ids)
-    for doc_id, reason in report.skipped.items():
-        say(f"skipped {doc_id}: {reason}")
     report_index(report, "deleted")
-    return 0
+    return 1 if report.skipped else 0  # as rm: what could be removed is, and an unknown id is an error
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -99,8 +100,18 @@ def cmd_sync(args: argparse.Namespace) -> int:
             f"{report.unchanged} unchanged; {memory_line(memory.stats())}"
         )
         if report.extracted or report.failed:
-            say(f"extractions: {report.extracted} by the LLM, {report.failed} failed")
+            who = "spaCy (offline)" if memory.extractor == "spacy" else "the LLM"
+            say(f"extractions: {report.extracted} by {who}, {report.failed} failed")
         return report_failures(memory, args.strict)
+
+
+def add_extractor(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--extractor",
+        choices=["llm", "spacy"],
+        help="who extracts passages without precomputed extractions: the LLM (default; pending without one) or "
+        "spaCy offline (pip install 'engram[nlp]'); default $ENGRAM_EXTRACTOR or llm",
+    )
 
 
 def add_strict(p: argparse.ArgumentParser) -> None:
@@ -130,12 +141,7 @@ engram index notes/ --memory my.engram --strict           # exit 3 when passages
     add_common(index)
     index.add_argument("paths", nargs="+", help="files or folders")
     index.add_argument("--extractions", help="precomputed extractions (JSONL or HippoRAG OpenIE JSON)")
-    index.add_argument(
-        "--extractor",
-        choices=["llm", "spacy"],
-        help="who extracts passages without precomputed extractions: the LLM (default; pending without one) or "
-        "spaCy offline (pip install 'engram[nlp]'); default $ENGRAM_EXTRACTOR or llm",
-    )
+    add_extractor(index)
     add_run_args(index, chunking=True)
     add_strict(index)
     index.set_defaults(func=cmd_index)
@@ -162,7 +168,8 @@ engram extract --memory my.engram --llm-model bigger-model --redo other   # re-e
         sub,
         "delete",
         "remove documents by id",
-        "Removes the documents, their passages, and the facts and phrases no remaining passage states.",
+        "Removes the documents, their passages, and the facts and phrases no remaining passage states.\n"
+        "Exits with 1 when an id is not in the memory (the others are removed).",
         """engram delete notes/old.md --memory my.engram
 engram delete doc-1 doc-2 --memory my.engram""",
     )
@@ -180,5 +187,6 @@ engram sync notes/ --memory my.engram --strict            # exit 3 when passages
     )
     add_common(sync)
     sync.add_argument("folder", help="folder of .txt/.md files")
+    add_extractor(sync)
     add_strict(sync)
     sync.set_defaults(func=cmd_sync)

@@ -8,6 +8,8 @@ import json
 from engram.cli.common import add_common, command, open_memory, print_retrieval, retrieval_json, say
 from engram.errors import EngramError
 
+DEFAULT_BUDGET = 6000  # tokens of all segments per question: Memory.segments' default
+
 
 def _queries(args: argparse.Namespace) -> list[str]:
     from engram.eval.data import load_questions
@@ -17,12 +19,16 @@ def _queries(args: argparse.Namespace) -> list[str]:
         queries += [q.question for q in load_questions(args.questions)]
     if not queries:
         raise EngramError("give a question, or --questions FILE.jsonl")
+    if args.limit is not None and args.limit < 1:
+        raise EngramError("--limit must be at least 1 (leave it out for every question)")
     return queries[: args.limit] if args.limit else queries
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
     if args.segments:
         return _print_segments(args)
+    if args.budget_tokens is not None:
+        raise EngramError("--budget-tokens sizes the segments of --segments: add --segments, or drop it")
     with open_memory(args) as memory:
         if memory.llm is None and args.method == "hipporag2":
             say("no LLM configured: the recognition filter is skipped")
@@ -39,7 +45,8 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 def _print_segments(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
-        found = memory.segments(_queries(args), base=args.method, budget_tokens=args.budget_tokens)
+        budget = DEFAULT_BUDGET if args.budget_tokens is None else args.budget_tokens
+        found = memory.segments(_queries(args), base=args.method, budget_tokens=budget)
     for result in found:
         rows = [
             {
@@ -111,9 +118,8 @@ def add_query_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--budget-tokens",
             type=int,
-            default=6000,
             metavar="N",
-            help="with --segments: tokens of all segments per question (default: 6000)",
+            help=f"with --segments: tokens of all segments per question (default: {DEFAULT_BUDGET})",
         )
 
 

@@ -212,3 +212,26 @@ def load_dataset(questions: str | Path, corpus: str | Path | None = None, format
 def _first_has_gold(path: Path) -> bool:
     rows = read_jsonl(path)
     return bool(rows) and "gold" in rows[0]
+
+
+def check_gold(dataset: Dataset, source: str | Path, needed: bool = True) -> None:
+    """Refuse gold passage ids that are not in the corpus (a typo would lower recall without a word), and, when
+    recall is `needed`, questions of which none has gold passages (recall would read 0 everywhere)."""
+    ids = {d.id for d in dataset.documents}
+    unknown = [(q.id, g) for q in dataset.questions for g in q.gold if g not in ids]
+    if unknown:
+        first = ", ".join(f"{g!r} (question {q})" for q, g in unknown[:3])
+        raise InputError(
+            f"{source}: {len(unknown)} gold passage ids are not in the corpus, e.g. {first}: gold ids must be "
+            "the corpus's passage ids"
+        )
+    if needed and dataset.questions and not any(q.gold for q in dataset.questions):
+        hint = (
+            "each row needs 'gold': [corpus passage ids]"
+            if dataset.format == "engram"
+            else f"no supporting paragraph of the {dataset.format} rows matched a corpus passage"
+        )
+        raise InputError(
+            f"{source}: no question has gold passages ({hint}), so recall cannot be measured; check the file "
+            "and --format (or pass --qa to measure answers alone)"
+        )

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engram.errors import InputError
 from engram.server.settings import DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
 from engram.store.pg_schema import is_database_url
 
@@ -86,7 +87,10 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--memory", "-m", help="serve this memory (a directory or postgresql:// URL) as 'default'")
     where.add_argument("--root", help="serve every memory under this folder by name (created on first write)")
-    p.add_argument("--embedder", help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, MiniLM)")
+    p.add_argument(
+        "--embedder",
+        help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, the one it was written with, MiniLM)",
+    )
     p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
     p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most per memory")
@@ -99,7 +103,22 @@ def _memory_target(memory: str | None) -> Path | str | None:
     return Path(memory)
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    port = getattr(args, "port", 8300)
+    if not 0 <= port <= 65535:
+        raise InputError(f"--port {port} is not a port: use 1-65535 (0 picks a free one)")
+    for name in ("threads", "max_body", "blas_threads", "llm_concurrency"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.memory and not is_database_url(args.memory) and Path(args.memory).is_file():
+        raise InputError(f"--memory {args.memory} is a file; a memory is a directory")
+    if args.root and Path(args.root).is_file():
+        raise InputError(f"--root {args.root} is a file: name the folder that holds (or will hold) the memories")
+
+
 def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings:
+    _check_numbers(args)
     threads = getattr(args, "threads", None)
     return ServerSettings(
         root=Path(args.root) if args.root else None,
