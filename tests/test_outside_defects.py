@@ -49,6 +49,8 @@ def test_one_string_is_one_document_and_one_id(tmp_path: Path) -> None:
         assert len(memory.documents()) == 4
         with pytest.raises(InputError, match="decode"):
             memory.index(b"bytes are not text")  # type: ignore[arg-type]
+        pending = memory.estimate().passages  # the stored passages an LLM would extract first
+        assert memory.estimate("A new text, not yet stored.").passages == pending + 1  # not one a character
 
 
 def test_two_files_of_one_name_never_overwrite_each_other(

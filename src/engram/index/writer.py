@@ -19,7 +19,7 @@ from engram.index.pipeline import apply_extractions, staged_writes
 from engram.index.refresh import Change
 from engram.index.state import IndexState
 from engram.index.view import GraphIndex, passage_text
-from engram.ingest.prepare import EmbedFit, Prepared, as_document, document_hash, prepare
+from engram.ingest.prepare import EmbedFit, Prepared, as_document, document_hash, document_list, prepare
 from engram.ingest.sources import check_origins
 from engram.store.base import Store, Tx
 from engram.store.rows import PassageRow
@@ -82,7 +82,7 @@ class Writer:
     ) -> tuple[Prepared, set[str]]:
         """Documents ready to ingest, and the ids of the stored documents whose content they replace (their
         passages are freed by the same commit, so a re-indexed document may keep its passage ids)."""
-        docs = [as_document(d) for d in documents]
+        docs = [as_document(d) for d in document_list(documents)]  # one str or Document: one document
         known = self.store.document_lookup()
         changed = {d.id for d in docs if d.id in known and known[d.id] != document_hash(d)}
         check_origins([d for d in docs if d.id in changed], self.store.document_metadata_lookup())
