@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -39,6 +41,10 @@ class GraphConfig:
             value = getattr(self, name)
             if value not in ("auto", "on", "off"):
                 raise InputError(f"graph setting {name} must be auto, on or off, not {value!r}")
+        _number("graph", "synonym_threshold", self.synonym_threshold, -1.0, 1.0)
+        _number("graph", "context_weight", self.context_weight, 0.0, above=True)
+        for name in ("synonym_top_k", "ann_min_rows", "fact_codes_min_rows"):
+            _number("graph", name, getattr(self, name), 0, whole=True)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,45 @@ class RetrieveConfig:
     named_links: bool = True
     inner_name_weight: float = 0.15
     dense_first: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("fact_top_k", "max_seeds", "seed_fact_top_k"):
+            _number("retrieve", name, getattr(self, name), 1, whole=True)
+        for name in ("passage_weight", "fact_seed_weight", "prior_weight", "inner_name_weight"):
+            _number("retrieve", name, getattr(self, name), 0.0)
+        _number("retrieve", "damping", self.damping, 0.0, 1.0, below=True)  # 1 would never reset: no solution
+        _number("retrieve", "prior_temperature", self.prior_temperature, 0.0, above=True)
+        if self.fact_temperature is not None:
+            _number("retrieve", "fact_temperature", self.fact_temperature, 0.0, above=True)
+        for name in ("node_specificity", "use_filter", "query_links", "named_links", "dense_first"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"retrieve setting {name} must be true or false, not {getattr(self, name)!r}")
+
+
+def _number(
+    section: str,
+    name: str,
+    value: object,
+    low: float,
+    high: float = math.inf,
+    whole: bool = False,
+    above: bool = False,
+    below: bool = False,
+) -> None:
+    """Refuse a setting that is not a number (a whole one with `whole`) from `low` to `high` (`above` / `below`:
+    the bound itself excluded), naming the setting and the range."""
+    kind = numbers.Integral if whole else numbers.Real  # numpy's numbers too
+    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(float(value))
+    if ok:
+        number = float(value)  # type: ignore[arg-type]
+        ok = (number > low if above else number >= low) and (number < high if below else number <= high)
+    if not ok:
+        if high == math.inf:
+            span = f"{'above' if above else 'at least'} {low:g}"
+        else:
+            span = f"in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}"
+        what = "a whole number" if whole else "a number"
+        raise InputError(f"{section} setting {name} must be {what} {span}, not {value!r}")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from engram.retrieve.peers.manager import PeerSet
 from engram.retrieve.rse import RSEParams
 from engram.retrieve.run import answer_all, retrieve, segments, warm_view
 from engram.retrieve.segments import Segments
-from engram.settings import load_file_config, resolve_embedder, resolve_llm
+from engram.settings import checked_arguments, load_file_config, resolve_embedder, resolve_llm
 from engram.store.base import Store
 from engram.store.manifest import open_directory
 from engram.store.peer_tables import PeerTables
@@ -66,10 +66,11 @@ class Memory:
         *,
         embedder: Embedder | str | None = None,
         llm: ChatModel | Literal[False] | None = None,
-        config: MemoryConfig | None = None,
+        config: MemoryConfig | dict[str, Any] | None = None,
         create: bool = True,
         extractor: str | None = None,
     ) -> None:
+        config = checked_arguments(path, llm, config)
         self.url = str(path) if is_database_url(path) else None  # a PostgreSQL memory: no directory
         self.path = Path(path if self.url is None else redact(self.url))  # never a password in a path
         directory = None if self.url else self.path
@@ -375,6 +376,8 @@ class Memory:
 
 
 def _as_queries(queries: str | Sequence[str]) -> list[str]:
+    if not isinstance(queries, str) and (isinstance(queries, Mapping) or not isinstance(queries, Iterable)):
+        raise InputError(f"queries are a str or a list of str, not a {type(queries).__name__}")
     items = [queries] if isinstance(queries, str) else list(queries)
     for q in items:
         if not isinstance(q, str) or not q.strip():

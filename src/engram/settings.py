@@ -99,6 +99,8 @@ def resolve_embedder(embedder: Embedder | str | None, memory_dir: Path | None = 
     then the config file's "embedder", then the embedder the memory at `memory_dir` was written with (its
     manifest), then the default all-MiniLM-L6-v2."""
     if embedder is not None and not isinstance(embedder, str):
+        if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "identity"):
+            raise InputError(f"embedder takes a spec string or an Embedder object, not a {type(embedder).__name__}")
         return embedder
     from engram.embed import make_embedder, spec_for
 
@@ -124,3 +126,20 @@ def resolve_llm(
 
     section = llm_config_section(memory_dir)
     return make_chat(llm_settings(section, base_url=base_url, model=model, api_key=api_key, **options))
+
+
+def checked_arguments(path: object, llm: object, config: object) -> MemoryConfig | None:
+    """`Memory`'s `path`, `llm` and `config` checked for their kind (an error says what to pass); a `config`
+    given as a dict, the shape of config.json, is read as one."""
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise InputError(f"a memory's path is a directory (str or Path) or a postgresql:// URL, not {path!r}")
+    if llm is not None and llm is not False and not callable(getattr(llm, "complete", None)):
+        raise InputError(
+            f"llm takes a chat model (engram.llm), None (configured by the environment) or False, not {llm!r}; "
+            "a model name goes to ENGRAM_LLM_MODEL, or to engram.llm.OpenAIChat(model=...)"
+        )
+    if isinstance(config, dict):
+        return MemoryConfig.from_dict(config)
+    if config is not None and not isinstance(config, MemoryConfig):
+        raise InputError(f"config takes an engram.MemoryConfig or a dict like config.json, not {config!r}")
+    return config

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from engram.errors import InputError
 
 # Anything that is not a letter, a mark or a number, in any script, separates words.
 _SEPARATORS = re.compile(r"[^\w]|_", re.UNICODE)
@@ -56,10 +59,11 @@ class ChunkConfig:
     max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_words < 1 or not 0 <= self.overlap < self.max_words:
-            raise ValueError("chunking needs max_words >= 1 and 0 <= overlap < max_words")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError("chunking needs max_tokens >= 1 (or None)")
+        whole = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (self.max_words, self.overlap))
+        if not whole or self.max_words < 1 or not 0 <= self.overlap < self.max_words:
+            raise InputError("chunk settings need whole numbers max_words >= 1 and 0 <= overlap < max_words")
+        if self.max_tokens is not None and (not isinstance(self.max_tokens, numbers.Integral) or self.max_tokens < 1):
+            raise InputError("chunk setting max_tokens must be a whole number >= 1 (or null)")
 
 
 Fits = Callable[[str], bool]  # does this window, embedded, fit the embedder's input?

@@ -92,6 +92,10 @@ class Writer:
         return prepare(docs, known, passages, chunking, replace=changed, fit=self.embed_fit()), changed
 
     def update(self, document: Document, found: ExtractionSet) -> IndexReport:
+        if not isinstance(document, Document):
+            kind = type(document).__name__
+            raise InputError(f"update takes one engram.Document (its id names what it replaces), not a {kind}")
+        document = as_document(document)  # its id, text, title and metadata checked
         self.live.load()
         expected = self.live.generation
         stored = self.store.document_lookup().get(document.id)
@@ -108,6 +112,7 @@ class Writer:
         removed = [document.id] if old else []
         self.ingest(prepared, removed, found, report, None, None, expected)
         report.documents, report.passages = len(prepared.documents), len(prepared.passages)
+        (report.updated if old else report.added).append(document.id)
         return report
 
     def delete(self, document_ids: Iterable[str]) -> IndexReport:

@@ -31,12 +31,24 @@ def document_list(documents: Iterable[str | Document] | str | Document) -> list[
         return [documents]
     if isinstance(documents, (bytes, bytearray)):
         raise InputError("cannot index bytes: decode them to text (str) first")
+    if isinstance(documents, Mapping):  # iterating one would index its keys
+        raise InputError("a dict is not a list of documents: pass [Document(id, text) for id, text in d.items()]")
+    if not isinstance(documents, Iterable):
+        raise InputError(f"cannot index a {type(documents).__name__}: pass str or engram.Document, or a list of them")
     return list(documents)
 
 
 def id_list(document_ids: Iterable[str] | str) -> list[str]:
     """`document_ids` as a list: one str by itself is one id (never split into characters)."""
-    return [document_ids] if isinstance(document_ids, str) else list(document_ids)
+    if isinstance(document_ids, str):
+        return [document_ids]
+    if isinstance(document_ids, Mapping) or not isinstance(document_ids, Iterable):
+        raise InputError(f"document ids are a str or a list of str, not a {type(document_ids).__name__}")
+    ids = list(document_ids)
+    wrong = [i for i in ids if not isinstance(i, str)]
+    if wrong:
+        raise InputError(f"document ids are strings, not {type(wrong[0]).__name__} ({wrong[0]!r})")
+    return ids
 
 
 def as_document(item: object) -> Document:

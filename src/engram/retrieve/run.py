@@ -3,6 +3,7 @@ and the variants; the reader."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import replace
 
 from engram.errors import InputError
@@ -40,8 +41,9 @@ def retrieve(
     bounded whatever the number of queries."""
     if method not in METHODS:
         raise InputError(f"unknown retrieval method {method!r}; choose one of {', '.join(METHODS)}")
-    if k < 1:
-        raise InputError("top_k must be at least 1")
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:  # numpy's integers are Integral
+        raise InputError(f"top_k must be a whole number of at least 1, not {k!r}")
+    k = int(k)
     index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]

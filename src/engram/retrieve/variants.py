@@ -3,7 +3,7 @@ pure ranking functions in `hipporag1` and `ablations`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -34,12 +34,23 @@ def resolve_entities(ctx: RetrievalContext, queries: Sequence[str], given: Query
             "this method needs the query's named entities: configure an LLM or pass query_entities "
             "(engram eval --query-entities FILE)"
         )
+    if given is not None:
+        _check_entities(given)
     out: list[list[str]] = [[str(e) for e in given[q]] if given is not None and q in given else [] for q in queries]
     asked = [i for i, q in enumerate(queries) if given is None or q not in given]
     if ctx.chat is not None and asked:  # the LLM's calls of the batch run concurrently
         for i, entities in zip(asked, query_entities_many(ctx.chat, [queries[i] for i in asked])):
             out[i] = entities
     return out
+
+
+def _check_entities(given: QueryEntities) -> None:
+    """`given` maps each query to a list of entity names: a name by itself would be read letter by letter."""
+    if not isinstance(given, Mapping):
+        raise InputError(f"query_entities maps each query to a list of entity names, not a {type(given).__name__}")
+    for query, names in given.items():
+        if isinstance(names, str) or not isinstance(names, (list, tuple)):
+            raise InputError(f"query_entities[{query!r}] must be a list of entity names, e.g. [{names!r}]")
 
 
 def embed_entities(ctx: RetrievalContext, entity_lists: Sequence[Sequence[str]]) -> list[npt.NDArray[np.float32]]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.errors import MemoryFormatError
+from engram.errors import InputError, MemoryFormatError
 from engram.store.base import LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
@@ -36,6 +36,7 @@ class RecordStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._closed = False
         self.location = str(path)
         self._lock = threading.RLock()
         make_private(path)
@@ -60,13 +61,19 @@ class RecordStore:
             raise
 
     def close(self) -> None:
+        self._closed = True
         self._db.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InputError(f"the memory at {self.path.parent} is closed: open it again (Memory(path)) to use it")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction. The connection is shared by threads (LLM workers cache responses while the
         main thread commits extractions), so transactions and reads are serialised by a lock."""
         with self._lock:
+            self._check_open()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
@@ -83,6 +90,7 @@ class RecordStore:
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._lock:
+            self._check_open()
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
