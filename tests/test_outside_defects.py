@@ -258,3 +258,18 @@ def test_update_reports_what_it_did(tmp_path: Path) -> None:
         assert (new.added, new.updated) == (["paris"], [])
         same = memory.update(Document("paris", "Paris is a city."))
         assert (same.added, same.updated, same.unchanged) == ([], [], 1)
+
+
+def test_extractions_given_later_complete_stored_pending_passages(tmp_path: Path) -> None:
+    triples = {"id": "a", "triples": [["Kim", "met", "Lee"], ["Lee", "lives in", "Oslo"]]}
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        memory.index([Document("a", "Kim met Lee. Lee lives in Oslo."), Document("b", "Nothing given for b.")])
+        assert memory.stats()["pending"] == 2
+        report = memory.index([Document("a", "Kim met Lee. Lee lives in Oslo.")], extractions=[triples])
+        assert (report.unchanged, report.imported) == (1, 1)
+        assert memory.stats()["pending"] == 1 and memory.stats()["facts"] == 2
+        assert sorted(memory.phrases_of("a")) == ["kim", "lee", "oslo"]
+        again = memory.index([], extractions=[triples])  # nothing pending for it any more: nothing imported
+        assert again.imported == 0
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        assert sorted(memory.phrases_of("a")) == ["kim", "lee", "oslo"] and memory.stats()["pending"] == 1

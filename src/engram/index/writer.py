@@ -59,6 +59,8 @@ class Writer:
         max_input_tokens: int | None,
     ) -> IndexReport:
         report = IndexReport()
+        if len(found):
+            self.import_into_pending(found, report, progress)
         if self.session() is not None:
             self.extract_into(report, progress, max_tokens)
         self.live.load()
@@ -204,14 +206,32 @@ class Writer:
             self.run_llm(todo, progress, report, max_tokens)
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
         if report.extracted + report.failed > before:
-            rows = self.store.extractions_for([p.content_hash for p in todo])
+            self.commit_extractions(todo, progress, report, expected)
 
-            def mutate(state: IndexState) -> None:
-                for digest, row in rows.items():
-                    for i in state.alive_with_content(digest):
-                        state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+    def import_into_pending(self, found: ExtractionSet, report: IndexReport, progress: Progress | None) -> None:
+        """Stored passages still without a finished extraction (indexed without an LLM, or failed) take the ones
+        `found` gives them: an index call with extractions for documents already stored completes them."""
+        counts = self.live.stats()  # running totals: a memory with nothing unfinished reads no passage
+        if not counts["pending"] and not counts["failed"]:
+            return
+        expected = self.live.generation
+        given = [p for p in self.to_extract(self.live.current(), None, None) if found.find(p.id, p.title, p.text)]
+        if given:
+            report.imported += apply_extractions(self.store, given, found)
+            self.commit_extractions(given, progress, report, expected)
 
-            self.live.change(mutate, lambda db: None, progress, report.timings, expected, Change(contents=sorted(rows)))
+    def commit_extractions(
+        self, passages: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int
+    ) -> None:
+        """Commit the stored extractions of `passages` to every alive passage of the same content."""
+        rows = self.store.extractions_for([p.content_hash for p in passages])
+
+        def mutate(state: IndexState) -> None:
+            for digest, row in rows.items():
+                for i in state.alive_with_content(digest):
+                    state.set_triples(i, row.status, row.triples if row.status == "done" else [])
+
+        self.live.change(mutate, lambda db: None, progress, report.timings, expected, Change(contents=sorted(rows)))
 
     def to_extract(self, index: GraphIndex, redo: str | None, identity: str | None) -> list[PassageRow]:
         """The alive passages without a finished extraction; with `redo="other"` also those whose extraction
