@@ -167,8 +167,9 @@ class Memory:
         """Add documents (a str or Document, or an iterable of them), and update those stored under the same id
         with other content (`report.added`, `report.updated`; unchanged ones are counted in `report.unchanged`).
         Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG OpenIE JSON, a path or
-        loaded), else from the LLM when one is configured, else stay pending.
-        Only what is new is extracted, embedded and linked; queries on this Memory see it at once.
+        loaded), else from the LLM when one is configured, else stay pending; stored passages still pending take
+        the `extractions` given for them too. Only what is new is extracted, embedded and linked; queries on this
+        Memory see it at once.
 
         With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
         extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
