@@ -118,9 +118,9 @@ class IndexReport:
     imported: int = 0
     extracted: int = 0
     failed: int = 0
-    pending: int = 0
+    pending: int = 0  # passages of the whole memory still pending after this call (as stats["pending"])
     skipped: dict[str, str] = field(default_factory=dict)
-    dropped_triples: int = 0
+    dropped_triples: int = 0  # malformed triples in the extractions of the memory's alive passages (not this call's)
     stats: dict[str, int] = field(default_factory=dict)
     # seconds per step: prepare, import, extract, embed, tables, synonyms, graph, commit
     timings: dict[str, float] = field(default_factory=dict)
