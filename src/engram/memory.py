@@ -383,4 +383,8 @@ def _as_queries(queries: str | Sequence[str]) -> list[str]:
     for q in items:
         if not isinstance(q, str) or not q.strip():
             raise InputError("queries must be non-empty strings")
+        try:
+            q.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate (text decoded with errors="surrogateescape")
+            raise InputError(f"query {q[:60]!r} is not valid Unicode ({exc.reason}): fix its encoding") from exc
     return items

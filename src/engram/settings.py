@@ -102,14 +102,22 @@ def resolve_embedder(embedder: Embedder | str | None, memory_dir: Path | None = 
         if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "identity"):
             raise InputError(f"embedder takes a spec string or an Embedder object, not a {type(embedder).__name__}")
         return embedder
-    from engram.embed import make_embedder, spec_for
+    from engram.embed import make_embedder
 
-    spec = embedder or os.environ.get("ENGRAM_EMBEDDER")
-    if not spec and memory_dir is not None:
-        spec = read_config_file(memory_dir).get("embedder")
-        recorded = None if spec else recorded_embedder(memory_dir)
-        spec = spec or (spec_for(recorded) if recorded is not None else None)
-    return make_embedder(spec or None)
+    return make_embedder(embedder_spec(embedder, memory_dir))
+
+
+def embedder_spec(spec: str | None, memory_dir: Path | None) -> str | None:
+    """The embedder spec in force for the memory at `memory_dir`: `spec`, else $ENGRAM_EMBEDDER, else its config
+    file's "embedder", else the embedder its manifest records; None: the default (MiniLM)."""
+    from engram.embed import spec_for
+
+    chosen = spec or os.environ.get("ENGRAM_EMBEDDER")
+    if not chosen and memory_dir is not None:
+        chosen = read_config_file(memory_dir).get("embedder")
+        recorded = None if chosen else recorded_embedder(memory_dir)
+        chosen = chosen or (spec_for(recorded) if recorded is not None else None)
+    return str(chosen) if chosen else None
 
 
 def resolve_llm(

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,9 +122,13 @@ def as_extraction_set(value: ExtractionSet | str | Path | Iterable[dict[str, Any
         return value
     if isinstance(value, (str, Path)):
         return load_extractions(value)
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise InputError("extractions are a path, an ExtractionSet or a list of {'id', 'entities', 'triples'} rows")
     out = ExtractionSet(source="import")
-    for row in value:
+    for number, row in enumerate(value):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            raise InputError("each extraction needs an 'id' string, 'entities' and 'triples'")
-        out.by_id[row["id"]] = {"entities": list(row.get("entities") or []), "triples": row.get("triples") or []}
+            raise InputError(f"extraction {number}: each needs an 'id' string, 'entities' and 'triples'")
+        triples = row.get("triples")
+        triples = [] if triples is None else list(triples) if isinstance(triples, tuple) else triples
+        out.by_id[row["id"]] = _record(row.get("entities"), triples, f"extraction {row['id']!r}")
     return out

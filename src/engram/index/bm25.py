@@ -32,5 +32,8 @@ class BM25Index:
         if len(self._rows) == 0:
             return out
         tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+        if not tokens:  # only stopwords, one-letter words or symbols: no term matches any passage
+            out[self._rows] = 0.0
+            return out
         out[self._rows] = np.asarray(self._model.get_scores(tokens), dtype=np.float64)
         return out

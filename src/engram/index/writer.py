@@ -110,7 +110,7 @@ class Writer:
         passages = _Without(self.store.passage_lookup(), set(orphans))
         prepared = prepare([document], {}, passages, self.chunk, fit=self.embed_fit())
         if prepared.skipped:
-            raise InputError(f"document {document.id!r} is empty: to remove it, use delete([{document.id!r}])")
+            raise InputError(f"document {document.id!r} is empty: delete the document to remove it")
         removed = [document.id] if old else []
         self.ingest(prepared, removed, found, report, None, None, expected)
         report.documents, report.passages = len(prepared.documents), len(prepared.passages)

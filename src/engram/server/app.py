@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sqlite3
 import time
@@ -28,7 +29,7 @@ from engram.server.mcp_tools import build_mcp
 from engram.server.registry import Registry
 from engram.server.routes import build_router
 from engram.server.service import Service
-from engram.server.settings import ServerSettings
+from engram.server.settings import ServerSettings, is_loopback
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("engram.server")
@@ -69,6 +70,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     _add_error_handlers(app)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
     app.add_middleware(BodyLimit, max_body=settings.max_body)
+    if not settings.keys and is_loopback(settings.host):
+        app.add_middleware(LoopbackHosts)
     app.add_middleware(Timing)
     return app
 
@@ -94,7 +97,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def on_library_error(request: Request, exc: Exception) -> JSONResponse:
         error = api_error(exc)
-        if error.status >= 500:
+        if error.status == 503:  # the LLM is missing or unreachable: the message says it all, no traceback
+            log.warning("%s %s: %s", request.method, request.url.path, exc)
+        elif error.status >= 500:
             log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _error_response(error)
 
@@ -147,6 +152,33 @@ class Timing:
             await send(message)
 
         await self.app(scope, receive, timed)
+
+
+class LoopbackHosts:
+    """A server bound to loopback without API keys answers only requests whose Host header names this machine
+    (an IP address, localhost): a web page whose own domain name is rebound to 127.0.0.1 (DNS rebinding) would
+    otherwise read and change every memory through the visitor's browser. 421, as the MCP transport answers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            name = host if host.endswith("]") else host.rsplit(":", 1)[0]  # without the port; [::1] kept whole
+            if not (name == "localhost" or _is_ip(name.strip("[]"))):
+                error = ApiError(421, "wrong_host", f"this server answers for 127.0.0.1 or localhost, not {host!r}")
+                await _error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 class BodyLimit:

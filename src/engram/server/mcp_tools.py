@@ -131,13 +131,18 @@ def _documents(
 ) -> list[Document]:
     out = []
     if text is not None:
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         out.append(Document(doc_id or f"note-{digest}", text, title))
     for i, item in enumerate(documents or []):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("text"), str):
             raise ToolError(f"documents[{i}] needs a string 'id' and a string 'text'")
         metadata = item.get("metadata") or {}
-        out.append(Document(item["id"], item["text"], item.get("title"), dict(metadata)))
+        if not isinstance(metadata, dict):
+            raise ToolError(f"documents[{i}].metadata must be an object of string keys, not {metadata!r}")
+        title = item.get("title")
+        if title is not None and not isinstance(title, str):
+            raise ToolError(f"documents[{i}].title must be a string, not {title!r}")
+        out.append(Document(item["id"], item["text"], title, dict(metadata)))
     if not out:
         raise ToolError("give `text` to remember, or `documents`")
     return out

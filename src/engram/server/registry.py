@@ -10,7 +10,6 @@ after another; reads take no server lock (the library gives every read a consist
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from engram.llm.base import ChatModel
 from engram.memory import Memory
 from engram.server.errors import bad_input, not_found
 from engram.server.settings import ServerSettings
-from engram.settings import read_config_file, resolve_embedder, resolve_llm
+from engram.settings import embedder_spec, resolve_embedder, resolve_llm
 
 DEFAULT = "default"
 MANIFEST = "manifest.json"
@@ -95,13 +94,13 @@ class Registry:
             return handle
 
     def _embedder(self, target: Path | str) -> Embedder:
-        """One embedder object per spec, shared by the memories that use it (a model loads once)."""
+        """One embedder object per spec, shared by the memories that use it (a model loads once); each memory's
+        spec as the CLI resolves it, so a memory opens with the embedder it was written with."""
         path = target if isinstance(target, Path) else None  # a PostgreSQL memory has no config.json
-        spec = self.settings.embedder or os.environ.get("ENGRAM_EMBEDDER")
-        spec = spec or (read_config_file(path).get("embedder") if path else None)
-        key = str(spec or "")
+        spec = embedder_spec(self.settings.embedder, path)
+        key = spec or "minilm"
         if key not in self._embedders:
-            self._embedders[key] = resolve_embedder(spec or None, path)
+            self._embedders[key] = resolve_embedder(spec, path)
         return self._embedders[key]
 
     def _llm(self, target: Path | str) -> ChatModel | None:

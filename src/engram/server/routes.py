@@ -9,12 +9,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from fastapi.routing import APIRoute
 
 import engram
+from engram.errors import LLM_HINT, LLMError
+from engram.retrieve.run import METHODS
 from engram.server.auth import Access
-from engram.server.errors import api_error, bad_input, not_found
+from engram.server.errors import ApiError, api_error, bad_input, not_found
 from engram.server.registry import check_name
-from engram.server.schemas import AddDocuments, AnswerRequest, RetrieveRequest, UpdateDocument
+from engram.server.schemas import MAX_ID, AddDocuments, AnswerRequest, RetrieveRequest, UpdateDocument
 from engram.server.service import Service, WriteResult
 from engram.server.settings import ApiKey
 from engram.types import Document
@@ -98,6 +101,8 @@ def _document_routes(router: APIRouter, scope: Scope) -> None:
     @router.put("/memories/{name}/documents/{doc_id:path}", tags=["documents"])
     def update(name: str, doc_id: str, body: UpdateDocument, key: Caller, response: Response) -> dict[str, Any]:
         """Replace a document (an unknown id is added); unchanged chunks keep their extractions."""
+        if len(doc_id) > MAX_ID:
+            raise bad_input(f"document ids are at most {MAX_ID} characters (this one has {len(doc_id)})")
         doc = Document(doc_id, body.text, body.title, dict(body.metadata))
         return _write_answer(service.update(scope.writing(name, key), doc, body.extractions, body.wait), response)
 
@@ -122,7 +127,11 @@ def _query_routes(router: APIRouter, scope: Scope) -> None:
         queries, name = _queries(body), scope.reading(name, key)
         if not body.stream:
             return {"results": service.answer(name, queries, body.top_k, body.method)}
-        service.memory(name)  # an unknown memory is a 404 before the stream starts
+        memory = service.memory(name)  # an unknown memory is a 404 before the stream starts
+        if body.method not in METHODS:  # as are an unknown method (400) and no LLM to answer with (503)
+            raise bad_input(f"unknown retrieval method {body.method!r}; choose one of {', '.join(METHODS)}")
+        if memory.llm is None:
+            raise LLMError("answering needs an LLM: " + LLM_HINT)
         events = _answer_events(service, name, queries, body.top_k, body.method)
         return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -149,12 +158,25 @@ def _job_routes(router: APIRouter, scope: Scope) -> None:
         return service.wait(found, wait).as_json() if wait else found.as_json()
 
     @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"], include_in_schema=False)
-    def unknown(rest: str) -> None:
-        """No route matched: a memory name holding '/' (`a/b`, `../x`) is a bad name, anything else a 404."""
+    def unknown(rest: str, request: Request) -> None:
+        """No route matched: a route of that path with other methods is a 405, a memory name holding '/'
+        (`a/b`, `../x`) a bad name, anything else a 404."""
+        allowed = _methods_for(router, request.url.path)
+        if allowed:
+            raise ApiError(405, "method_not_allowed", f"{request.method} /v1/{rest}: use {', '.join(allowed)}")
         named = _NAMED_ROUTE.fullmatch(rest)
         if named:
             check_name(named.group(1))
         raise not_found(f"no route /v1/{rest}: see /docs for the API")
+
+
+def _methods_for(router: APIRouter, path: str) -> list[str]:
+    """The methods of this router's routes (the catch-all aside) whose path matches `path`."""
+    methods: set[str] = set()
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.name != "unknown" and route.path_regex.fullmatch(path):
+            methods |= route.methods or set()
+    return sorted(methods - {"HEAD"})
 
 
 _NAMED_ROUTE = re.compile(r"memories/(.+?)(?:/(?:documents|retrieve|answer|graph)(?:/.*)?)?")

@@ -8,13 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engram.types import Document
 
+MAX_ID = 1024  # characters of a document id (a POSTed one and a PUT path alike)
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class DocumentIn(_Body):
-    id: str = Field(min_length=1, max_length=1024, description="stable id chosen by the caller")
+    id: str = Field(min_length=1, max_length=MAX_ID, description="stable id chosen by the caller")
     text: str = Field(description="the document's text")
     title: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -15,6 +15,7 @@ from engram.server.errors import ApiError, bad_input, not_found
 from engram.server.jobs import Job, Jobs, Progress
 from engram.server.registry import Registry
 from engram.server.views import answer_json, page_of, report_json, retrieval_json
+from engram.text import clean_text
 from engram.types import Document, IndexReport
 
 Extractions = list[dict[str, Any]] | None
@@ -106,6 +107,8 @@ class Service:
         return self._write(name, "index", work, wait)
 
     def update(self, name: str, document: Document, extractions: Extractions, wait: bool = False) -> WriteResult:
+        if not clean_text(document.text).strip():  # refused before a memory of that name is created
+            raise bad_input(f"document {document.id!r} is empty: delete the document to remove it")
         return self._write(name, "update", lambda memory, _: memory.update(document, extractions=extractions), wait)
 
     def delete(self, name: str, doc_id: str) -> WriteResult:
