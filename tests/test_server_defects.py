@@ -76,7 +76,7 @@ def test_wrong_methods_empty_updates_and_streams_say_what_is_wrong(tmp_path: Pat
         assert error_of(http.post("/v1/memories/notes/answer", json=wrong)) == (400, "bad_input")
 
 
-def test_mcp_remember_says_why_metadata_is_refused(tmp_path: Path) -> None:
+def test_mcp_remember_says_why_metadata_is_refused_and_recall_takes_a_method(tmp_path: Path) -> None:
     import anyio
     import httpx2
     from mcp.client import Client
@@ -84,11 +84,16 @@ def test_mcp_remember_says_why_metadata_is_refused(tmp_path: Path) -> None:
 
     with serve(hash_settings(root=tmp_path / "root")) as server:
 
-        async def run() -> str:
+        async def run() -> tuple[str, str]:
             http = httpx2.AsyncClient(timeout=60)
             async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
                 result = await client.call_tool("remember", {"documents": [{"id": "x", "text": "t", "metadata": "x"}]})
                 assert result.is_error
-                return " ".join(getattr(block, "text", "") for block in result.content)
+                refused = " ".join(getattr(block, "text", "") for block in result.content)
+                assert not (await client.call_tool("remember", {"text": "Alice lives in Lyon.", "id": "a"})).is_error
+                found = await client.call_tool("recall", {"query": "Where does Alice live?", "method": "dense"})
+                assert found.structured_content is not None
+                return refused, found.structured_content["requested_method"]
 
-        assert "metadata must be an object" in anyio.run(run)
+        refused, method = anyio.run(run)
+        assert "metadata must be an object" in refused and method == "dense"  # recall takes a method, as REST does

@@ -85,12 +85,15 @@ def _listing_tools(server: MCPServer, service: Service, call: Guard) -> None:
 
 def _query_tools(server: MCPServer, service: Service, call: Guard) -> None:
     @server.tool()
-    async def recall(ctx: Context, query: str, memory: str = DEFAULT, top_k: int = 5) -> dict[str, Any]:
+    async def recall(
+        ctx: Context, query: str, memory: str = DEFAULT, top_k: int = 5, method: str = "hipporag2"
+    ) -> dict[str, Any]:
         """Search the memory for passages relevant to `query` (a question or topic). Returns the `top_k` passages,
         best first, each with id, title, text and score, plus why they were found: the facts (subject, relation,
         object) that matched, the entity phrases that seeded the graph search with their weights, and whether the
-        search fell back to plain similarity ranking. Use the passages as evidence in your reply."""
-        results = await call(ctx, memory, False, lambda _: service.retrieve(memory, [query], top_k))
+        search fell back to plain similarity ranking. Use the passages as evidence in your reply. `method` is
+        engram's default (hipporag2) unless asked otherwise: dense, bm25, hipporag2-paper, ... as over REST."""
+        results = await call(ctx, memory, False, lambda _: service.retrieve(memory, [query], top_k, method))
         return dict(results[0])
 
     @server.tool()
