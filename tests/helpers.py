@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from engram import Document
 
 DOCS = [
@@ -31,3 +33,16 @@ EXTRACTIONS = [
     },
     {"id": "oslo", "entities": ["Oslo", "Norway"], "triples": [["Oslo", "capital of", "Norway"]]},
 ]
+
+
+def cli_refused(capsys: Any, argv: list[str]) -> str:
+    """Run the CLI; it must exit 1 with one "engram: error:" line and no traceback. Returns that line."""
+    from engram.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("engram: error:"), err
+    return str(last)

@@ -16,7 +16,7 @@ from engram.embed import HashEmbedder
 from engram.extract.openie import MAX_ENTITIES, MAX_PHRASE_CHARS, MAX_TRIPLES, extract_passage
 from engram.llm.jsonparse import MAX_ECHO_CHARS
 from fake_openai import FakeOpenAI, reply
-from helpers import DOCS, EXTRACTIONS
+from helpers import DOCS, EXTRACTIONS, cli_refused
 
 HASH = ["--embedder", "hash"]
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -30,13 +30,7 @@ def no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """Run the CLI; it must exit 1 with a one-line message (no traceback). Returns the message."""
-    code = main([*argv, *HASH])
-    err = capsys.readouterr().err
-    assert code == 1, err
-    assert "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("engram: error:"), err
-    return last
+    return cli_refused(capsys, [*argv, *HASH])
 
 
 def write(path: Path, text: str) -> str:

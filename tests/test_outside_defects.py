@@ -13,6 +13,7 @@ import pytest
 from engram import Document, EmbedderMismatchError, InputError, Memory, MemoryConfig
 from engram.cli import main
 from engram.embed import HashEmbedder
+from helpers import cli_refused
 
 HASH = ["--embedder", "hash:64"]
 
@@ -24,14 +25,7 @@ def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """Run the CLI; it must exit 1 with one "engram: error:" line and no traceback. Returns that line."""
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    assert code == 1, err
-    assert "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("engram: error:"), err
-    return last
+    return cli_refused(capsys, list(argv))
 
 
 def write(path: Path, text: str) -> Path:
