@@ -267,3 +267,13 @@ def test_extractions_given_later_complete_stored_pending_passages(tmp_path: Path
         assert again.imported == 0
     with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
         assert sorted(memory.phrases_of("a")) == ["kim", "lee", "oslo"] and memory.stats()["pending"] == 1
+
+
+def test_a_document_whose_id_ends_in_a_chunk_number_takes_no_other_documents_triples(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        report = memory.index(
+            [Document("report", "Kim met Lee in Oslo."), Document("report#1", "Kim met Lee again.")],
+            extractions=[{"id": "report", "triples": [["Kim", "met", "Lee"]]}],
+        )
+        assert report.imported == 1 and memory.stats()["pending"] == 1  # report#1 is a document, not a chunk
+        assert memory.phrases_of("report#1") == []

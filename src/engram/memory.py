@@ -248,7 +248,7 @@ class Memory:
         index = self._current()
         prepared, _ = self._writer.prepare(documents, max_input_tokens)
         found = as_extraction_set(extractions)
-        fresh = [p for p in prepared.passages if found.find(p.id, p.title, p.text) is None]
+        fresh = [p for p in prepared.passages if found.find(p.id, p.title, p.text, p.doc_id) is None]
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
         session = self._llm_session()
         if session is None:

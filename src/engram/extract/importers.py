@@ -28,13 +28,16 @@ class ExtractionSet:
     def __len__(self) -> int:
         return len(self.by_id) + len(self.by_text)
 
-    def find(self, passage_id: str, title: str | None, text: str) -> dict[str, Any] | None:
+    def find(
+        self, passage_id: str, title: str | None, text: str, doc_id: str | None = None
+    ) -> dict[str, Any] | None:
         """The record for a passage: by passage id (a one-chunk document's passage id is the document id), else
         by text. A chunk `<doc id>#<i>` without its own record takes from its document's record only what the
         chunk states: the triples whose subject and object both occur in its text, and the entities that
-        occur in it (None when nothing does: the chunk stays pending)."""
+        occur in it (None when nothing does: the chunk stays pending). `doc_id`, the passage's document when
+        known, tells a chunk from a document whose own id ends in `#<i>` (which takes no other's record)."""
         found = self.by_id.get(passage_id)
-        if found is None:
+        if found is None and (doc_id is None or passage_id.rpartition("#")[0] == doc_id):
             found = self._from_document(passage_id, text)
         if found is None and self.by_text:
             found = self.by_text.get(content_hash(text))

@@ -18,7 +18,7 @@ def apply_extractions(store: Store, passages: Sequence[PassageRow], found: Extra
         return 0
     rows = []
     for p in passages:
-        record = found.find(p.id, p.title, p.text)
+        record = found.find(p.id, p.title, p.text, p.doc_id)
         if record is not None:
             triples = [t for t in record["triples"] if isinstance(t, (list, tuple))]
             dropped = len(record["triples"]) - sum(1 for t in triples if normalize_triple(t) is not None)

@@ -215,7 +215,8 @@ class Writer:
         if not counts["pending"] and not counts["failed"]:
             return
         expected = self.live.generation
-        given = [p for p in self.to_extract(self.live.current(), None, None) if found.find(p.id, p.title, p.text)]
+        unfinished = self.to_extract(self.live.current(), None, None)
+        given = [p for p in unfinished if found.find(p.id, p.title, p.text, p.doc_id)]
         if given:
             report.imported += apply_extractions(self.store, given, found)
             self.commit_extractions(given, progress, report, expected)
