@@ -204,7 +204,8 @@ class ChatClient:
                 raise LLMUnreachableError(
                     f"the LLM at {self.failures.url} did not answer {self._silent[0]} requests in a row "
                     f"({type(error).__name__}, timeout {self.timeout:g}s): it is taken as down and the run stops; "
-                    "finished work is kept. Check the server (ENGRAM_LLM_BASE_URL); if it is only slow, raise "
+                    "the replies received so far are kept (a re-run resumes from them). Check the server "
+                    "(ENGRAM_LLM_BASE_URL); if it is only slow, raise "
                     "ENGRAM_LLM_TIMEOUT (ENGRAM_LLM_GIVE_UP_AFTER sets how many silent requests stop a run)"
                 ) from error
             raise
