@@ -23,7 +23,7 @@ from engram.index.live import LiveIndex
 from engram.index.retry import retry_conflicts
 from engram.index.view import GraphIndex
 from engram.index.writer import Writer
-from engram.ingest.prepare import document_list, id_list
+from engram.ingest.prepare import check_unicode, document_list, id_list
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
 from engram.retrieve.context import RetrievalContext, embed_fn
@@ -383,8 +383,5 @@ def _as_queries(queries: str | Sequence[str]) -> list[str]:
     for q in items:
         if not isinstance(q, str) or not q.strip():
             raise InputError("queries must be non-empty strings")
-        try:
-            q.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate (text decoded with errors="surrogateescape")
-            raise InputError(f"query {q[:60]!r} is not valid Unicode ({exc.reason}): fix its encoding") from exc
+        check_unicode(q, f"query {q[:60]!r}")
     return items

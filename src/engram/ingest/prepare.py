@@ -62,7 +62,7 @@ def as_document(item: object) -> Document:
         )
     if not isinstance(doc.id, str) or not doc.id.strip():
         raise InputError("a document id must be a non-empty string")
-    _check_unicode(doc.id, f"document id {doc.id!r}")
+    check_unicode(doc.id, f"document id {doc.id!r}")
     if not isinstance(doc.text, str):
         raise InputError(f"document {doc.id!r}: text must be str, not {type(doc.text).__name__}")
     if "\x00" in doc.text:
@@ -70,12 +70,12 @@ def as_document(item: object) -> Document:
     if doc.title is not None:
         if not isinstance(doc.title, str):
             raise InputError(f"document {doc.id!r}: title must be a string or None, not {type(doc.title).__name__}")
-        _check_unicode(doc.title, f"the title of document {doc.id!r}")
+        check_unicode(doc.title, f"the title of document {doc.id!r}")
     _check_metadata(doc)
     return doc
 
 
-def _check_unicode(value: str, what: str) -> None:
+def check_unicode(value: str, what: str) -> None:
     """Refuse lone surrogates (text decoded with errors="surrogateescape", JSON "\\ud800"): they cannot be stored."""
     try:
         value.encode("utf-8")
