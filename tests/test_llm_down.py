@@ -123,3 +123,37 @@ def test_repeated_query_time_calls_come_from_the_cache_and_are_counted(
         assert fake_llm.attempts == sent
         total = memory.stats()["llm"]["total"]
     assert total["calls"] == 4 and total["cache_hits"] == 6
+
+
+def test_an_extract_stopped_by_a_silent_llm_keeps_what_it_finished_in_the_graph(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """The passages `engram extract` finished before the LLM went silent join the graph at once (they used to
+    stay stored but unlinked, and no later run linked them)."""
+    answered = {"Acme Tools", "Alice Moreau"}
+
+    def handle(request: dict[str, Any]) -> Spec | str | None:
+        answer = openie_answer(request)
+        if answer is not None and passage_of(request).split("\n", 1)[0] in answered:
+            return reply(answer)
+        return hang(30)
+
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=False) as memory:
+        memory.index(DOCS)
+    fake_llm.handler = handle
+    chat = fake_llm.chat(timeout=0.3, max_retries=4, give_up_after=3)
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=chat) as memory:
+        with pytest.raises(LLMUnreachableError):
+            memory.extract()
+        assert memory.stats()["pending"] == len(DOCS) - len(answered)
+        assert memory.phrases_of("acme")  # linked now, not at some later run
+    fake_llm.handler = lambda request: openie_answer(request)
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), llm=fake_llm.chat()) as memory:
+        memory.extract()
+        resumed = memory.stats()
+    with Memory(tmp_path / "fresh", embedder=HashEmbedder(), llm=fake_llm.chat()) as memory:
+        memory.index(DOCS)
+        fresh = memory.stats()
+    assert resumed["pending"] == 0
+    keys = ("facts", "phrases", "edges")
+    assert {k: resumed[k] for k in keys} == {k: fresh[k] for k in keys}

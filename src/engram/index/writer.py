@@ -195,18 +195,38 @@ class Writer:
         index = self.live.current()
         expected = self.live.generation
         todo = self.to_extract(index, redo, None if session is None else session.identity)
+        if redo is None:
+            expected = self.commit_stranded(index, todo, progress, report, expected)
         if not todo:
             return
         start = time.perf_counter()
         before = report.extracted + report.failed
-        if session is not None:
-            left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
-            self.count(report, session.redo(todo, progress, left, fresh=redo == "all"))
-        else:
-            self.run_llm(todo, progress, report, max_tokens)
+        try:
+            if session is not None:
+                left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
+                self.count(report, session.redo(todo, progress, left, fresh=redo == "all"))
+            else:
+                self.run_llm(todo, progress, report, max_tokens)
+        except BaseException:  # Ctrl-C, an unreachable LLM: what was stored joins the graph before the error goes on
+            self.commit_extractions(todo, progress, report, expected)
+            raise
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
         if report.extracted + report.failed > before:
             self.commit_extractions(todo, progress, report, expected)
+
+    def commit_stranded(
+        self, index: GraphIndex, todo: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int
+    ) -> int:
+        """Commit the extractions stored for passages the graph still counts unfinished (more of those than the
+        store's `todo`: a run stopped between storing them and its commit, before that commit was made safe);
+        returns the generation to expect next."""
+        counts = self.live.stats()
+        if counts["pending"] + counts["failed"] <= len(todo):
+            return expected
+        undone = {p.id for p in todo}
+        stored = [p for p, ok in zip(index.passages, index.passage_alive) if ok and p.id not in undone]
+        self.commit_extractions(stored, progress, report, expected)
+        return self.live.generation
 
     def import_into_pending(self, found: ExtractionSet, report: IndexReport, progress: Progress | None) -> None:
         """Stored passages still without a finished extraction (indexed without an LLM, or failed) take the ones
