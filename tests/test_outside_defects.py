@@ -277,3 +277,22 @@ def test_a_document_whose_id_ends_in_a_chunk_number_takes_no_other_documents_tri
         )
         assert report.imported == 1 and memory.stats()["pending"] == 1  # report#1 is a document, not a chunk
         assert memory.phrases_of("report#1") == []
+
+
+def test_sync_keeps_a_document_whose_file_is_there_but_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "notes" / "a.md", "Alpha lives here.")
+    write(tmp_path / "notes" / "b.md", "Beta lives there.")
+    mem = str(tmp_path / "m")
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem, *HASH]) == 0
+    (tmp_path / "notes" / "b.md").write_bytes(b"\xff\xfe\x00 half-written")
+    capsys.readouterr()
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "0 deleted" in err
+    with Memory(mem, llm=False) as memory:
+        assert sorted(memory.documents()) == ["notes/a.md", "notes/b.md"]
+    (tmp_path / "notes" / "b.md").unlink()  # a file that is gone is still deleted
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem]) == 0
+    assert "1 deleted" in capsys.readouterr().err

@@ -56,7 +56,8 @@ def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], has
         )
     mine = {i for i, meta in metadata.items() if meta.get(SYNC_KEY) == scope}
     plan = SyncPlan(skipped=dict(collected.skipped))
-    plan.delete = sorted(mine - {d.id for d in docs})
+    present = {d.id for d in docs} | _skipped_ids(root, collected.skipped)  # a file there but unreadable is kept
+    plan.delete = sorted(mine - present)
     plan.add = [d for d in docs if d.id not in mine]
     for doc in docs:
         if doc.id in mine:
@@ -65,3 +66,17 @@ def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], has
             else:
                 plan.update.append(doc)
     return plan
+
+
+def _skipped_ids(root: Path, skipped: Mapping[str, str]) -> set[str]:
+    """The ids the files of `root` that were skipped (unreadable, binary, not UTF-8) would have: their file is still
+    there, so their stored version is kept, as an emptied file's is."""
+    name = root.resolve().name
+    prefix = f"{name}/" if name else ""  # as `folder_documents` names them
+    out = set()
+    for path in skipped:
+        try:
+            out.add(prefix + Path(path).relative_to(root).as_posix())
+        except ValueError:
+            continue
+    return out
