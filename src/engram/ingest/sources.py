@@ -48,14 +48,19 @@ def folder_documents(folder: Path, out: Collected) -> None:
     slash and the file's path inside the folder (`notes/sub/a.md`), so that two folders that each hold
     `a.md` do not collide; other files are reported in `out.skipped`."""
     root = folder.resolve()
-    prefix = f"{root.name}/" if root.name else ""
     listed = ", ".join(sorted(TEXT_SUFFIXES))
     for file in _visible_files(folder):
         if file.suffix.lower() not in TEXT_SUFFIXES:
             kind = f"{file.suffix} files are" if file.suffix else "files without an extension are"
             out.skipped[str(file)] = f"{kind} not read from folders (only {listed})"
             continue
-        _add_text(out, file, prefix + file.relative_to(folder).as_posix(), {SYNC_KEY: str(root)})
+        _add_text(out, file, folder_id(folder, file), {SYNC_KEY: str(root)})
+
+
+def folder_id(folder: Path, file: Path) -> str:
+    """The id of `file`, read from `folder`: the folder's name, a slash and the file's path inside it."""
+    name = folder.resolve().name
+    return (f"{name}/" if name else "") + file.relative_to(folder).as_posix()
 
 
 def collect(paths: list[str]) -> Collected:

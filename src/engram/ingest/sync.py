@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.errors import InputError
 from engram.ingest.prepare import document_hash
-from engram.ingest.sources import SYNC_KEY, collect
+from engram.ingest.sources import SYNC_KEY, collect, folder_id
 from engram.types import Document
 
 
@@ -71,12 +71,10 @@ def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], has
 def _skipped_ids(root: Path, skipped: Mapping[str, str]) -> set[str]:
     """The ids the files of `root` that were skipped (unreadable, binary, not UTF-8) would have: their file is still
     there, so their stored version is kept, as an emptied file's is."""
-    name = root.resolve().name
-    prefix = f"{name}/" if name else ""  # as `folder_documents` names them
     out = set()
     for path in skipped:
         try:
-            out.add(prefix + Path(path).relative_to(root).as_posix())
-        except ValueError:
+            out.add(folder_id(root, Path(path)))
+        except ValueError:  # not under `root`
             continue
     return out
