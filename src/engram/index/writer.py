@@ -3,6 +3,7 @@ store, extractions come from imports or the LLM session, and the live index appl
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import replace
@@ -208,7 +209,8 @@ class Writer:
             else:
                 self.run_llm(todo, progress, report, max_tokens)
         except BaseException:  # Ctrl-C, an unreachable LLM: what was stored joins the graph before the error goes on
-            self.commit_extractions(todo, progress, report, expected)
+            with contextlib.suppress(Exception):  # a failed commit must not hide why the run stopped: the next
+                self.commit_extractions(todo, progress, report, expected)  # extract links them (commit_stranded)
             raise
         report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
         if report.extracted + report.failed > before:
