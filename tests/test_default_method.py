@@ -188,9 +188,10 @@ def test_a_large_batch_runs_in_slices_with_the_same_results(memory: Memory, monk
     import engram.retrieve.run as run
 
     with memory:
-        whole = {m: memory.retrieve(QUERIES, 5, m) for m in ("hipporag2", "hipporag2-paper", "dense", "bm25")}
-        view = memory.context().view
-        monkeypatch.setattr(run, "SLICE_BYTES", 2 * 8 * (len(view.fact_alive) + len(view.passage_alive)) + 7)
+        methods = ("hipporag2", "hipporag2-paper", "dense", "bm25", "hybrid")
+        whole = {m: memory.retrieve(QUERIES, 5, m) for m in methods}
+        view = memory.context().view  # a slice's rows: one float64 per fact and two per passage (dense, BM25)
+        monkeypatch.setattr(run, "SLICE_BYTES", 2 * 8 * (len(view.fact_alive) + 2 * len(view.passage_alive)) + 7)
         calls: list[int] = []
         real = run.retrieve
 

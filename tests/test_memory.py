@@ -39,15 +39,21 @@ def test_hipporag2_follows_the_graph_and_explains(tmp_path: Path) -> None:
     assert all(a.score >= b.score for a, b in zip(r.passages, r.passages[1:]))
 
 
-def test_dense_fallback_when_no_fact_is_kept(tmp_path: Path) -> None:
+def test_hybrid_fallback_when_no_fact_is_kept(tmp_path: Path) -> None:
     memory = Memory(tmp_path / "m", embedder=HashEmbedder(), config=MemoryConfig(retrieve=RetrieveConfig()))
     memory.index(DOCS)  # no extractions and no LLM: all pending, no facts
     r = memory.retrieve("capital of Norway", top_k=2)[0]
-    dense = memory.retrieve("capital of Norway", top_k=2, method="dense")[0]
-    assert r.method == "dense" and r.pending == 5
-    assert [p.id for p in r.passages] == [p.id for p in dense.passages]
+    hybrid = memory.retrieve("capital of Norway", top_k=2, method="hybrid")[0]
+    assert r.method == "hybrid" and r.pending == 5
+    assert [p.id for p in r.passages] == [p.id for p in hybrid.passages]
     assert r.passages[0].id == "oslo"
+    assert r.signals == "dense cosine + BM25 only (no facts yet, 5 passages pending extraction)"
     memory.close()
+    dense_only = MemoryConfig(retrieve=RetrieveConfig(lexical_weight=0.0))
+    with Memory(tmp_path / "m", embedder=HashEmbedder(), config=dense_only) as memory:  # as before hybrid scores
+        r = memory.retrieve("capital of Norway", top_k=2)[0]
+        dense = memory.retrieve("capital of Norway", top_k=2, method="dense")[0]
+    assert r.method == "dense" and [p.id for p in r.passages] == [p.id for p in dense.passages]
 
 
 def test_reopen_gives_identical_results(tmp_path: Path) -> None:

@@ -108,10 +108,12 @@ def test_filter_that_keeps_nothing_falls_back_to_dense(tmp_path: Path, fake_llm:
         unnamed = memory.retrieve("Who founded it?")[0]
     assert r.method == "dense" and r.filtered and r.facts == [] and r.seeds == []
     assert [p.id for p in r.passages] == [p.id for p in dense.passages]
-    # the default still seeds the phrase the query names; with no name and no kept fact it ranks densely
+    # the default still seeds the phrase the query names; with no name and no kept fact it ranks by its
+    # passage scores (dense + BM25)
     assert default.method == "hipporag2" and default.filtered and default.facts == []
     assert [s.phrase for s in default.seeds] == ["acme tools"]
-    assert unnamed.method == "dense" and unnamed.filtered and unnamed.seeds == []
+    assert unnamed.method == "hybrid" and unnamed.filtered and unnamed.seeds == []
+    assert unnamed.fallback_reason == "no fact survived the recognition filter"
 
 
 def test_answer_reads_the_top_passages(tmp_path: Path, fake_llm: FakeOpenAI) -> None:

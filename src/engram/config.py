@@ -58,8 +58,11 @@ class RetrieveConfig:
     (None: min-max, as the paper), and seeds passages with `prior_weight` x exp((cos - best) /
     `prior_temperature`) instead of `passage_weight` x min-max; it links only the names the query writes as
     names (`named_links`, engram.retrieve.named), seeds the phrases named inside the fact seeds' names at
-    `inner_name_weight` x their parent's weight (0: none) and keeps dense retrieval's best passage first
-    (`dense_first`); `hipporag2-paper` ignores these nine."""
+    `inner_name_weight` x their parent's weight (0: none) and keeps the first stage's best passage first
+    (`dense_first`). Its passage scores (the prior, the first passage, the ranking of a query the graph cannot
+    seed) are hybrid: the cosine plus `lexical_weight` x the passage's BM25 score over the query's best
+    (engram.retrieve.scoring.hybrid_scores; 0: dense alone, as before). `hipporag2-paper` ignores these ten;
+    the `hybrid` method ranks by the hybrid score alone."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -76,12 +79,14 @@ class RetrieveConfig:
     named_links: bool = True
     inner_name_weight: float = 0.15
     dense_first: bool = True
+    lexical_weight: float = 0.2
 
     def __post_init__(self) -> None:
         for name in ("fact_top_k", "max_seeds", "seed_fact_top_k"):
             _number("retrieve", name, getattr(self, name), 1, whole=True)
         for name in ("passage_weight", "fact_seed_weight", "prior_weight", "inner_name_weight"):
             _number("retrieve", name, getattr(self, name), 0.0)
+        _number("retrieve", "lexical_weight", self.lexical_weight, 0.0, 10.0)
         _number("retrieve", "damping", self.damping, 0.0, 1.0, below=True)  # 1 would never reset: no solution
         _number("retrieve", "prior_temperature", self.prior_temperature, 0.0, above=True)
         if self.fact_temperature is not None:

@@ -82,9 +82,10 @@ class Retrieval:
 
     `candidate_facts` are the top facts by similarity, `facts` those the recognition filter kept (all of the
     candidates when no filter ran), `seeds` the phrase seeds of the graph search. `method` says what produced
-    the ranking ("hipporag2", "dense" when no fact was kept, "bm25", ...). `pending` counts passages indexed
-    without an extraction yet (they are found by dense/BM25 only); `fallback_reason` says why a graph method
-    fell back to dense ranking.
+    the ranking ("hipporag2"; "hybrid" (dense + BM25) or "dense" when the graph had no seed; "bm25", ...).
+    `pending` counts passages indexed without an extraction yet (they are found by dense/BM25 only);
+    `fallback_reason` says why a graph method fell back to its passage scores; `signals` says in one line
+    which signals ranked the passages.
     """
 
     query: str
@@ -95,8 +96,10 @@ class Retrieval:
     seeds: list[Seed] = field(default_factory=list)
     filtered: bool = False
     pending: int = 0
-    # why a graph method ranked by dense similarity instead ("" when it did not fall back)
+    # why a graph method ranked by its passage scores alone ("" when it did not fall back)
     fallback_reason: str = ""
+    # one line on which signals ranked the passages (PageRank seeds, dense cosine, BM25)
+    signals: str = ""
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,15 @@ def retrieval_json(r: Retrieval) -> dict[str, Any]:
         "filtered": r.filtered,
         "pending": r.pending,
         "fallback_reason": r.fallback_reason,
+        "signals": r.signals,
     }
 
 
 def print_retrieval(r: Retrieval) -> None:
     method = f"{r.method}: {r.fallback_reason}" if r.fallback_reason else r.method
     print(f"? {r.query}   [{method}]")
+    if r.signals:
+        print(f"  ranked by: {r.signals}")
     for rank, p in enumerate(r.passages, start=1):
         title = f"{p.title}: " if p.title else ""
         snippet = (title + p.text).replace("\n", " ")

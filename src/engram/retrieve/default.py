@@ -24,13 +24,18 @@ What differs from the paper, and why (traces: bench/trace_quality.py):
   node of the bridge alone ("west chicago") links the page the next hop needs. Seeded at 0.15 x its parent's
   weight x its own specificity: on the first 25 questions every value from 0.1 to 0.25 gave the same recall at
   1, 2 and 5 (0.1 to 0.3 since the prior weight is 0.5), 0.5 lost recall@5 (docs/reproduction.md).
-* Dense retrieval's best passage stays first (`dense_first`): the graph ranks every passage after it, so
+* Hybrid passage scores (`lexical_weight`, `engram.retrieve.scoring.hybrid_scores`): wherever the method uses
+  a passage's similarity to the query (the prior, the first passage, a query the graph cannot seed) it is the
+  cosine plus a share of the passage's BM25 score, so names, versions and command words that embeddings blur
+  still count; docs/method.md says how the weight was chosen.
+* The first stage's best passage stays first (`dense_first`): the graph ranks every passage after it, so
   rank 1 is never worse than the vector search engram replaces, on any question set. With the sharp prior
   (weight 0.3 then) the two agreed on the first passage for 23 of the first 25 questions (of the other two,
   the graph's was better once); with weight 0.5 and the rules above they agree on all 50. No threshold: a
   cosine-margin gate would be a constant fitted to 25 questions.
 
-A query with neither a kept fact nor a linked phrase is ranked densely (`method == "dense"`).
+A query with neither a kept fact nor a linked phrase is ranked by its passage scores alone (`method ==
+"hybrid"`, or `"dense"` with `lexical_weight` 0).
 """
 
 from __future__ import annotations
@@ -46,11 +51,12 @@ from engram.index.view import GraphIndex
 from engram.retrieve.links import inner_seeds, link_seeds
 from engram.retrieve.named import named_only
 from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, SeedReset, kept_facts_all, rank_full_graph
-from engram.retrieve.scoring import gap_weights, min_max, phrase_seeds, top_k
+from engram.retrieve.scoring import gap_weights, hybrid_scores, min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 METHOD = "hipporag2"
+HYBRID = "hybrid"  # dense + BM25 passage scores (hybrid_scores): the `hybrid` method, and the default's fallback
 
 
 def passage_prior(scores: npt.ArrayLike, weight: float, temperature: float) -> FloatArray:
@@ -125,9 +131,11 @@ def default_seeds(
     queries: Sequence[str],
     config: RetrieveConfig,
     recognition: FilterFn | None = None,
+    lexical: FloatArray | None = None,
 ) -> Seeded:
-    """The reset vectors of the default method: linked phrases, the paper's fact seeds, the passage prior."""
-    passage_scores = index.dense_scores(query_vectors)
+    """The reset vectors of the default method: linked phrases, the paper's fact seeds, the passage prior.
+    `lexical`: the queries' BM25 scores per passage, mixed into the passage scores (`lexical_weight`)."""
+    passage_scores = first_stage(index.dense_scores(query_vectors), lexical, config)
     fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k, lowest=config.fact_temperature is None)
     keep = named_only if config.named_links else None
     none: tuple[IntArray, FloatArray] = (np.zeros(0, np.int64), np.zeros(0))
@@ -155,20 +163,36 @@ def hipporag2_default(
     config: RetrieveConfig,
     k: int,
     recognition: FilterFn | None = None,
+    lexical: FloatArray | None = None,
 ) -> list[GraphRanking]:
-    """Rank passages for each query; Personalized PageRank for each query with seeds (solved one by one)."""
-    seeded = default_seeds(index, query_vectors, queries, config, recognition)
+    """Rank passages for each query; Personalized PageRank for each query with seeds (solved one by one).
+    `lexical`: the queries' BM25 scores per passage (None: dense passage scores alone)."""
+    seeded = default_seeds(index, query_vectors, queries, config, recognition, lexical)
     scores = seeded.passage_scores
-    rankings = rank_full_graph(index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD)
+    fallback = HYBRID if uses_lexical(lexical, config) else "dense"
+    rankings = rank_full_graph(
+        index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD, fallback
+    )
     if not config.dense_first:
         return rankings
     return [dense_first(r, index.rankable(scores[qi]), index.passage_rank) for qi, r in enumerate(rankings)]
 
 
+def uses_lexical(lexical: FloatArray | None, config: RetrieveConfig) -> bool:
+    return lexical is not None and config.lexical_weight > 0
+
+
+def first_stage(dense: FloatArray, lexical: FloatArray | None, config: RetrieveConfig) -> FloatArray:
+    """The passage scores of the default method and of `hybrid`: cosines, plus BM25 when given and weighed."""
+    if lexical is None or not uses_lexical(lexical, config):
+        return dense
+    return hybrid_scores(dense, lexical, config.lexical_weight)
+
+
 def dense_first(ranking: GraphRanking, passage_scores: FloatArray, tiebreak: npt.ArrayLike) -> GraphRanking:
-    """`ranking` with dense retrieval's best passage moved (or put) first, scored as the graph's best, and the
-    ranking's length kept. A dense fallback ranking is returned as it is."""
-    if ranking.method == "dense" or not len(ranking.rows):
+    """`ranking` with the first stage's best passage (the highest of `passage_scores`) moved (or put) first,
+    scored as the graph's best, and the ranking's length kept. A fallback ranking is returned as it is."""
+    if ranking.method in ("dense", HYBRID) or not len(ranking.rows):
         return ranking
     best = int(top_k(passage_scores, 1, tiebreak)[0])
     if int(ranking.rows[0]) == best:

@@ -126,10 +126,12 @@ def rank_full_graph(
     damping: float,
     k: int,
     method: str,
+    fallback: str = "dense",
 ) -> list[GraphRanking]:
     """Personalized PageRank over phrase and passage nodes for each query with a reset vector (phrase seeds,
     then every passage's prior); passages ranked by their PageRank mass. A query without a reset vector is
-    ranked densely (`method == "dense"`). The walk stops once each query's `k` best passages are certain
+    ranked by its `passage_scores` (its method then `fallback`: "dense", or "hybrid" for dense + BM25
+    scores). The walk stops once each query's `k` best passages are certain
     (`GraphIndex.ppr`): the ranking is the exact solution's, the masses within a certified bound.
 
     Each query is solved on its own, as a vector, in a batch too: it stops at its own settled iterate, where a
@@ -142,7 +144,7 @@ def rank_full_graph(
         candidates, kept, filtered = evidence[qi]
         if reset is None:
             rows, scores = dense_ranking(index.rankable(passage_scores[qi]), k, index.passage_rank)
-            out.append(GraphRanking(rows, scores, "dense", candidates, kept, [], filtered))
+            out.append(GraphRanking(rows, scores, fallback, candidates, kept, [], filtered))
             continue
         mass = index.rankable(_passage_masses(index, reset, damping, k))
         rows = top_k(mass, k, index.passage_rank)

@@ -38,7 +38,14 @@ def filter_fn(ctx: RetrievalContext) -> FilterFn | None:
     return run
 
 
-def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
+DENSE = "dense cosine"
+HYBRID_SCORES = "dense cosine + BM25"
+
+
+def from_ranking(index: GraphIndex, query: str, r: GraphRanking, scores: str = DENSE) -> Retrieval:
+    """The result of a graph ranking; `scores` names the passage scores the method used (`DENSE`, or
+    `HYBRID_SCORES` for dense + BM25), for the result's `signals` line."""
+    reason = fallback_reason(index, r)
     return Retrieval(
         query=query,
         passages=ranked_passages(index, r.rows, r.scores),
@@ -48,13 +55,23 @@ def from_ranking(index: GraphIndex, query: str, r: GraphRanking) -> Retrieval:
         seeds=[Seed(p, w) for p, w in r.seeds],
         filtered=r.filtered,
         pending=index.pending,
-        fallback_reason=fallback_reason(index, r),
+        fallback_reason=reason,
+        signals=graph_signals(r, scores, reason),
     )
 
 
+def graph_signals(r: GraphRanking, scores: str, reason: str) -> str:
+    """One line on what ranked a graph method's passages: the seeds PageRank started from and the passage
+    scores beside them, or the passage scores alone and why."""
+    if reason:
+        return f"{scores} only ({reason})"
+    facts = f", {len(r.kept)} facts kept" if r.kept else ""
+    return f"PageRank from {len(r.seeds)} seed phrases{facts}, with a {scores} passage prior"
+
+
 def fallback_reason(index: GraphIndex, r: GraphRanking) -> str:
-    """Why a graph method ranked by dense similarity ("" when it did not)."""
-    if r.method != "dense":
+    """Why a graph method ranked by its passage scores alone ("" when it did not)."""
+    if r.method not in ("dense", "hybrid"):
         return ""
     if not index.fact_alive.any():
         if index.pending:

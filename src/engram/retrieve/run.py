@@ -6,15 +6,18 @@ from __future__ import annotations
 import numbers
 from dataclasses import replace
 
+import numpy as np
+import numpy.typing as npt
+
 from engram.errors import InputError
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.default import hipporag2_default
+from engram.retrieve.default import HYBRID, first_stage, hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
 from engram.retrieve.recognition import RecognitionFilter
-from engram.retrieve.results import from_ranking, ranked_passages
+from engram.retrieve.results import DENSE, HYBRID_SCORES, from_ranking, ranked_passages
 from engram.retrieve.rse import RSEParams
 from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, Segments, as_retrievals, check_request, segments_for
@@ -22,9 +25,10 @@ from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
 RSE_METHODS = ("rse-dense", "rse-hipporag2")  # relevant segment extraction over a base ranking (segments.py)
-METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", *VARIANTS, *RSE_METHODS, *PEERS)
-# a batch runs in slices of queries whose score rows (one float64 per fact and per passage each) fit in this
-# many bytes, at least one query a slice: a large batch on a large memory holds no (queries, facts) matrix
+METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", HYBRID, *VARIANTS, *RSE_METHODS, *PEERS)
+# a batch runs in slices of queries whose score rows (one float64 per fact and two per passage each: dense
+# and BM25) fit in this many bytes, at least one query a slice: a large batch on a large memory holds no
+# (queries, facts) matrix
 SLICE_BYTES = 256 << 20
 
 
@@ -47,7 +51,7 @@ def retrieve(
     index = ctx.view
     if not index.passage_alive.any():
         return [Retrieval(q, [], method) for q in queries]
-    size = max(1, SLICE_BYTES // (8 * (len(index.fact_alive) + len(index.passage_alive))))
+    size = max(1, SLICE_BYTES // (8 * (len(index.fact_alive) + 2 * len(index.passage_alive))))
     if len(queries) > size:  # hipporag2's queries rank alone in any batch; hipporag1's power iteration stops
         # with its batch's slowest column (within its 1e-12 tolerance), as it did before
         sliced = (queries[start : start + size] for start in range(0, len(queries), size))
@@ -70,24 +74,37 @@ def retrieve(
         for q in queries:
             scores = bm25.scores(q)
             rows = top_rows(scores, k, index.passage_rank)
-            out.append(Retrieval(q, ranked_passages(index, rows, scores[rows]), "bm25", pending=index.pending))
+            found = ranked_passages(index, rows, scores[rows])
+            out.append(Retrieval(q, found, "bm25", pending=index.pending, signals="BM25 over passage text"))
         return out
     vectors = ctx.embed_queries(queries)
-    if method == "dense":
-        scores = index.dense_scores(vectors)
+    if method in ("dense", HYBRID):
+        lexical = lexical_scores(ctx, queries) if method == HYBRID else None
+        scores = first_stage(index.dense_scores(vectors), lexical, ctx.config)
         out = []
         for qi, q in enumerate(queries):
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)
-            out.append(Retrieval(q, ranked_passages(index, rows, scores[qi][rows]), "dense", pending=index.pending))
+            found = ranked_passages(index, rows, scores[qi][rows])
+            named = HYBRID_SCORES if lexical is not None else DENSE
+            out.append(Retrieval(q, found, method, pending=index.pending, signals=named))
         return out
     recognition = RecognitionFilter(ctx.chat) if ctx.chat is not None and ctx.config.use_filter else None
+    named = DENSE
     if method == "hipporag2-paper":
         rankings = hipporag2(index, vectors, queries, ctx.config, k, recognition)
     else:
-        rankings = hipporag2_default(index, vectors, queries, ctx.config, k, recognition)
-    results = [from_ranking(index, q, r) for q, r in zip(queries, rankings)]
+        lexical = lexical_scores(ctx, queries) if ctx.config.lexical_weight > 0 else None
+        named = HYBRID_SCORES if lexical is not None else DENSE
+        rankings = hipporag2_default(index, vectors, queries, ctx.config, k, recognition, lexical)
+    results = [from_ranking(index, q, r, named) for q, r in zip(queries, rankings)]
     skipped = recognition.skipped if recognition is not None else {}
     return [replace(r, fallback_reason=skipped[r.query]) if r.query in skipped else r for r in results]
+
+
+def lexical_scores(ctx: RetrievalContext, queries: list[str]) -> npt.NDArray[np.float64]:
+    """The queries' BM25 scores, one row per query and one column per passage of the view."""
+    bm25 = ctx.bm25()
+    return np.vstack([bm25.scores(q) for q in queries]) if queries else np.zeros((0, len(ctx.view.passage_alive)))
 
 
 def answer_all(ctx: RetrievalContext, queries: list[str], k: int, method: str) -> list[Answer]:

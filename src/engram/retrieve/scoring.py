@@ -34,6 +34,24 @@ def gap_weights(scores: npt.ArrayLike, temperature: float, best: float | None = 
     return out
 
 
+def hybrid_scores(dense: npt.ArrayLike, lexical: npt.ArrayLike, weight: float) -> FloatArray:
+    """Dense cosines plus `weight` x each query's lexical (BM25) scores over its best one: the passage that
+    matches the query's words best gains `weight` on the cosine scale, one that shares none of them gains
+    nothing. Rows are queries (one row: a 1-d array). A query whose words match nowhere (only stopwords)
+    keeps its cosines; non-finite cosines (dead rows) stay as they are, as do non-finite lexical scores."""
+    cos = np.asarray(dense, dtype=np.float64)
+    lex = np.asarray(lexical, dtype=np.float64)
+    if cos.shape != lex.shape:
+        raise ValueError(f"dense scores {cos.shape} and lexical scores {lex.shape} differ in shape")
+    if weight == 0 or cos.size == 0:
+        return np.array(cos, dtype=np.float64)
+    lex2 = np.atleast_2d(np.where(np.isfinite(lex), np.maximum(lex, 0.0), 0.0))
+    best = lex2.max(axis=1, keepdims=True)
+    scaled = np.divide(lex2, best, out=np.zeros_like(lex2), where=best > 0)
+    out: FloatArray = cos + weight * scaled.reshape(cos.shape)
+    return out
+
+
 def top_k(scores: npt.ArrayLike, k: int, tiebreak: npt.ArrayLike | None = None) -> IntArray:
     """Indices of the k highest scores, best first. Ties go to the lower `tiebreak` value (default: the lower
     index), so rankings are deterministic. Entries of -inf (dead rows) are never returned."""

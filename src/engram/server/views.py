@@ -33,6 +33,7 @@ def retrieval_json(r: Retrieval, requested: str) -> dict[str, Any]:
         "fell_back": reason is not None,
         "fallback_reason": reason,
         "pending": r.pending,
+        "signals": r.signals,
     }
 
 
