@@ -1,4 +1,4 @@
-"""The default method (`hipporag2`) with each of its last four changes switched off, and each of its settings moved
+"""The default method (`hipporag2`) with each of its last changes switched off, and each of its settings moved
 one step either way (fact and prior temperatures, weights, fact count, seeds, damping), on the shared MuSiQue data:
 recall@1/2/5/10 on the first 25 questions (where defaults are chosen), the last 25 (held out) and all 50, with
 dense retrieval beside. The memory is built on first use (MiniLM, released GPT-3.5 extractions) and reused.
@@ -52,6 +52,9 @@ VARIANTS: dict[str, dict[str, bool | float | None]] = {
     "  without node_specificity": {"node_specificity": False},
     "  damping 0.4": {"damping": 0.4},
     "  damping 0.6": {"damping": 0.6},
+    "  lexical_weight 0 (before)": {"lexical_weight": 0.0},
+    "  lexical_weight 0.1": {"lexical_weight": 0.1},
+    "  lexical_weight 0.3": {"lexical_weight": 0.3},
 }
 
 
@@ -88,6 +91,8 @@ def report(memory: Memory, subset: list[Question]) -> None:
     dense = ranked(memory, subset, "dense", base)
     found["rrf(before, dense), k=60"] = [rrf(g, d) for g, d in zip(found["  without all four (before)"], dense)]
     found["dense"] = dense
+    found["bm25"] = ranked(memory, subset, "bm25", base)
+    found["hybrid (dense + BM25 scores)"] = ranked(memory, subset, "hybrid", base)
     for name, rankings in found.items():
         print(f"{name:<34}" + "".join(f"{v:7.3f}" for v in recalls(rankings, subset)))
     differ = sum(g[0] != d[0] for g, d in zip(found["  without dense_first"], dense))
