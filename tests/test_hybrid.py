@@ -88,3 +88,19 @@ def test_default_with_facts_uses_hybrid_passage_scores_in_its_prior(tmp_path: Pa
 def test_lexical_weight_out_of_range_is_refused() -> None:
     with pytest.raises(InputError, match="lexical_weight"):
         RetrieveConfig(lexical_weight=-0.1)
+
+
+def test_a_context_taken_before_a_write_scores_bm25_over_its_own_view(tmp_path: Path) -> None:
+    """A reader's view and its BM25 index are of one generation: a write between taking the context and
+    asking for BM25 scores (a reader racing a commit) neither fails nor mixes the two."""
+    from engram.retrieve.run import retrieve
+
+    with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
+        memory.index(NOTES)
+        before = memory.context()
+        memory.index([Document("late", "The xq-7 exporter moved to version 3.", title="Release 3")])
+        for method in ("bm25", "hybrid", "hipporag2"):
+            old = retrieve(before, ["xq-7 exporter"], 10, method)[0]
+            assert "late" not in [p.id for p in old.passages] and len(old.passages) == len(NOTES), method
+        assert before.bm25().size == len(NOTES)
+        assert "late" in [p.id for p in memory.retrieve("xq-7 exporter", top_k=10, method="bm25")[0].passages]

@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -126,12 +127,13 @@ class Memory:
     def context(self, config: RetrieveConfig | None = None) -> RetrievalContext:
         """What retrieval functions (`engram.retrieve`) need, over the latest committed generation: the index
         view, the embedder, the retrieval settings (`config` overrides the memory's) and the LLM, if any."""
+        view = self._live.current()
         return RetrievalContext(
-            view=self._live.current(),
+            view=view,
             embed=embed_fn(self.embedder),
             dim=self.embedder.dim,
             config=config or self.config.retrieve,
-            bm25=self._live.bm25,
+            bm25=partial(self._live.bm25, view),
             chat=self._query_chat(),
             tables=self._peers.tables,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -81,7 +82,10 @@ class LiveIndex:
         self.dirty = False
         self._vectors: VectorSource | None = None
         self._snapshot_damaged = False  # the newest snapshot failed its checksums: rewrite it at the next flush
-        self._bm25: BM25Index | None = None
+        # the BM25 index of one view (`bm25`), built under its own lock: never the writer's, so a reader
+        # that needs it is not held up by a write, and never of another view than the reader's
+        self._bm25_lock = threading.Lock()
+        self._bm25: tuple[weakref.ref[GraphIndex], BM25Index] | None = None  # no hold on an old view
 
     def source(self) -> VectorSource:
         if self._vectors is None:
@@ -115,7 +119,7 @@ class LiveIndex:
                         self.store.write_synonyms(db, synonym_payload(self.state, changed))
                         self.store.set_meta(db, "synonym_lists", "1")
                 with self._view_lock:
-                    self.index, self.generation, self._bm25 = None, generation, None
+                    self.index, self.generation = None, generation
                 # a snapshot without the saved state (an older format, damaged) is written again on close
                 self.dirty = self.root is not None and (not restored or self._snapshot_damaged)
             return self.state
@@ -141,7 +145,7 @@ class LiveIndex:
             raise
         spill_vectors(self.root, self.state)
         with self._view_lock:
-            self.index, self.generation, self._bm25 = None, generation, None
+            self.index, self.generation = None, generation
         self.dirty = self.root is not None
         return True
 
@@ -216,12 +220,16 @@ class LiveIndex:
         with self.lock:
             return self.load().dropped()
 
-    def bm25(self) -> BM25Index:
-        with self.lock:
-            index = self.current()
-            if self._bm25 is None:
-                self._bm25 = BM25Index([passage_text(p) for p in index.passages], index.passage_alive)
-            return self._bm25
+    def bm25(self, view: GraphIndex) -> BM25Index:
+        """The BM25 index of `view`'s passages (built once per view; the last view's tokens are reused)."""
+        with self._bm25_lock:
+            if self._bm25 is not None and self._bm25[0]() is view:
+                return self._bm25[1]
+            texts = [passage_text(p) for p in view.passages]
+            previous = self._bm25[1] if self._bm25 is not None else None
+            built = BM25Index(texts, view.passage_alive, [p.id for p in view.passages], previous)
+            self._bm25 = (weakref.ref(view), built)
+            return built
 
     def change(
         self,
@@ -279,7 +287,7 @@ class LiveIndex:
                     if state.synonyms.ann_loader is not None and self.root is not None:
                         self._lazy_ann(self.root, state)
             with self._view_lock:
-                self.index, self.generation, self._bm25 = following, base + 1, None
+                self.index, self.generation = following, base + 1
                 self._committing = None
             self.dirty = self.root is not None
 
