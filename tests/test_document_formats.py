@@ -136,6 +136,19 @@ def test_html_without_article_drops_site_chrome_and_takes_the_h1_as_title(tmp_pa
     assert doc.text == "Café Ölmühle\nOpened in 1901 beside the river."
 
 
+def test_control_characters_in_a_document_do_not_refuse_the_folder(tmp_path: Path) -> None:
+    """A NUL byte that html.parser passes on (or an unmapped PDF glyph) used to refuse the whole index call."""
+    folder = tmp_path / "marsh"
+    folder.mkdir()
+    (folder / "birds.html").write_bytes(b"<title>Ma\x00rsh</title><p>Salt\x00 marsh &#xD800; herons\x07 wade.</p>")
+    (folder / "other.txt").write_text("Other notes about dunes.", encoding="utf-8")
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64)) as memory:
+        report = memory.sync(folder)
+        assert report.added == ["marsh/birds.html", "marsh/other.txt"] and report.skipped == {}
+        (birds,) = [p for p in passages(memory, "salt marsh herons") if p[0] == "marsh/birds.html"]
+        assert birds[1] == "Salt marsh \ufffd herons wade." and birds[2] == "Marsh"
+
+
 def test_encrypted_pdf_is_named_and_one_that_opens_without_a_password_is_read(tmp_path: Path) -> None:
     import pypdf
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import InputError, MissingDependencyError
+from engram.text import clean_text, valid_unicode
 
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 PDF_SUFFIXES = {".pdf"}
@@ -23,7 +24,7 @@ _PAGE_ID = re.compile(r"^(?P<file>.+\.pdf)#page=(?P<page>[1-9][0-9]*)$", re.IGNO
 
 # Elements that hold no reading text, wherever they are; site chrome (header, footer) only outside the article.
 _NEVER_TEXT = ["script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "embed", "form",
-               "button", "select", "textarea", "nav", "aside", "head"]  # fmt: skip
+               "button", "select", "textarea", "nav", "aside", "head", "title"]  # fmt: skip
 _CHROME = ["header", "footer"]
 _CHROME_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search"}
 _BLOCKS = ["p", "div", "section", "article", "main", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "tr",
@@ -77,7 +78,9 @@ def _unreadable(path: Path, kind: str, exc: Exception) -> InputError:
 
 
 def _lines(text: str) -> str:
-    """Whitespace folded inside each line, empty lines dropped."""
+    """Whitespace folded inside each line, empty lines dropped; control characters (a NUL a parser passed on
+    from the file or an unmapped PDF glyph) and lone surrogates, which would refuse the whole batch, dropped."""
+    text = clean_text(valid_unicode(text))
     return "\n".join(line for line in (_SPACES.sub(" ", raw).strip() for raw in text.splitlines()) if line)
 
 
@@ -100,7 +103,7 @@ def _read_html(path: Path) -> Part:
 def _html_title(soup: Any) -> str | None:
     for tag in (soup.find("title"), soup.find("h1")):
         if tag is not None:
-            title = " ".join(tag.get_text(" ").split())
+            title = " ".join(_lines(tag.get_text(" ")).split())
             if title:
                 return title
     return None
@@ -158,7 +161,7 @@ def _pdf_title(reader: Any) -> str | None:
     title = getattr(info, "title", None) if info is not None else None
     if not isinstance(title, str):
         return None
-    return " ".join(title.split()) or None
+    return " ".join(_lines(title).split()) or None
 
 
 # DOCX -------------------------------------------------------------------------------------------------------
@@ -179,7 +182,7 @@ def _read_docx(path: Path) -> Part:
             if text and heading is None and style in ("Title", "Heading 1"):
                 heading = text
             lines.append(text)
-        title = (document.core_properties.title or "").strip() or heading
+        title = " ".join(_lines(document.core_properties.title or "").split()) or heading
     except Exception as exc:  # a broken zip, a missing part, bad XML: that file only
         raise _unreadable(path, "DOCX", exc) from exc
     return Part(_lines("\n".join(lines)), title)
