@@ -131,7 +131,8 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         sub,
         "index",
         "add documents (files, folders, .jsonl/.json corpora) and update changed ones",
-        f"Folders are read recursively (.txt, .md, .markdown, .rst); other files are reported as skipped.\n{IDS}\n"
+        "Folders are read recursively: .txt, .md, .markdown, .rst, and with pip install 'engram[docs]' .html, .htm,\n"
+        f".xhtml, .pdf (a document per page: ID#page=N) and .docx; other files are reported as skipped.\n{IDS}\n"
         "With an LLM, passages are extracted (failed ones from earlier runs retried); without, they stay pending.",
         """engram index notes/ --memory my.engram
 engram index notes/ papers.jsonl --memory my.engram --extractions openie.jsonl
@@ -186,7 +187,7 @@ engram delete doc-1 doc-2 --memory my.engram""",
 engram sync notes/ --memory my.engram --strict            # exit 3 when passages failed extraction""",
     )
     add_common(sync)
-    sync.add_argument("folder", help="folder of .txt/.md files")
+    sync.add_argument("folder", help="folder of text files and documents (as engram index reads them)")
     add_extractor(sync)
     add_strict(sync)
     sync.set_defaults(func=cmd_sync)

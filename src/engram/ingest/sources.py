@@ -1,4 +1,5 @@
-"""Reading documents from paths for the CLI: text files, folders and JSONL/JSON corpora."""
+"""Reading documents from paths for the CLI: text files, HTML, PDF and DOCX documents (`engram.ingest.formats`),
+folders of them and JSONL/JSON corpora."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engram.errors import InputError
+from engram.errors import InputError, MissingDependencyError
 from engram.ingest.corpus import load_corpus
+from engram.ingest.formats import DOCUMENT_SUFFIXES, file_id_of, page_id, read_document
 from engram.types import Document
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
@@ -44,17 +46,19 @@ def read_text_file(path: Path) -> str:
 
 
 def folder_documents(folder: Path, out: Collected) -> None:
-    """The text files of `folder` (recursively, hidden ones left out). A file's id is the folder's name, a
-    slash and the file's path inside the folder (`notes/sub/a.md`), so that two folders that each hold
-    `a.md` do not collide; other files are reported in `out.skipped`."""
+    """The text files and documents (HTML, PDF, DOCX) of `folder` (recursively, hidden ones left out). A
+    file's id is the folder's name, a slash and the file's path inside the folder (`notes/sub/a.md`), so that
+    two folders that each hold `a.md` do not collide; a PDF's pages are documents of their own
+    (`notes/paper.pdf#page=3`, see `add_file`). Other files, and files that cannot be read, are reported in
+    `out.skipped`."""
     root = folder.resolve()
-    listed = ", ".join(sorted(TEXT_SUFFIXES))
+    listed = ", ".join(sorted(TEXT_SUFFIXES | DOCUMENT_SUFFIXES))
     for file in _visible_files(folder):
-        if file.suffix.lower() not in TEXT_SUFFIXES:
+        if file.suffix.lower() not in TEXT_SUFFIXES | DOCUMENT_SUFFIXES:
             kind = f"{file.suffix} files are" if file.suffix else "files without an extension are"
             out.skipped[str(file)] = f"{kind} not read from folders (only {listed})"
             continue
-        _add_text(out, file, folder_id(folder, file), {SYNC_KEY: str(root)})
+        add_file(out, file, folder_id(folder, file), {SYNC_KEY: str(root)})
 
 
 def folder_id(folder: Path, file: Path) -> str:
@@ -64,9 +68,9 @@ def folder_id(folder: Path, file: Path) -> str:
 
 
 def collect(paths: list[str]) -> Collected:
-    """Documents from files and folders. A folder's text files get ids `FOLDERNAME/RELATIVE/PATH` (see
-    `folder_documents`), a text file given by itself its file name; the title is the file stem; corpus rows
-    keep their own ids."""
+    """Documents from files and folders. A folder's files get ids `FOLDERNAME/RELATIVE/PATH` (see
+    `folder_documents`), a file given by itself its file name (a PDF's pages `NAME#page=N`); the title is the
+    file's own title, else its stem; corpus rows keep their own ids."""
     out = Collected()
     for raw in paths:
         path = Path(raw)
@@ -77,17 +81,37 @@ def collect(paths: list[str]) -> Collected:
         elif path.suffix.lower() in CORPUS_SUFFIXES:
             out.documents.extend(load_corpus(path))
         else:
-            _add_text(out, path, path.name, {})
+            add_file(out, path, path.name, {})
     return out
 
 
-def _add_text(out: Collected, path: Path, doc_id: str, extra: dict[str, str]) -> None:
+def add_file(out: Collected, path: Path, doc_id: str, extra: dict[str, str]) -> None:
+    """The documents of one file, under `doc_id`, into `out` (or its path and the reason into `out.skipped`).
+
+    A PDF gives one document per page with text, `DOC_ID#page=N` with `"page": N` in its metadata (and so in
+    its passages'): chunks never mix two pages, every passage names its page, and a sync that finds a page gone
+    deletes that page's document. The title is the one the file gives (HTML <title>, PDF and DOCX title),
+    else the file stem."""
+    meta = {"path": str(path.resolve()), **extra}
+    if path.suffix.lower() not in DOCUMENT_SUFFIXES:
+        try:
+            text = read_text_file(path)
+        except (InputError, OSError) as exc:
+            out.skipped[str(path)] = str(exc)
+            return
+        out.documents.append(Document(doc_id, text, path.stem, meta))
+        return
     try:
-        text = read_text_file(path)
-    except (InputError, OSError) as exc:
+        parts = read_document(path)
+    except (InputError, MissingDependencyError, OSError) as exc:
         out.skipped[str(path)] = str(exc)
         return
-    out.documents.append(Document(doc_id, text, path.stem, {"path": str(path.resolve()), **extra}))
+    for part in parts:
+        title = part.title or path.stem
+        if part.page is None:
+            out.documents.append(Document(doc_id, part.text, title, meta))
+        else:
+            out.documents.append(Document(page_id(doc_id, part.page), part.text, title, {**meta, "page": part.page}))
 
 
 def check_origins(documents: Iterable[Document], stored: Mapping[str, str]) -> None:
@@ -117,6 +141,6 @@ def _elsewhere(doc_id: str, path: object, was: object) -> bool:
     """Whether document `doc_id`, a file given by itself (its id is its file name), now comes from another file
     than before: both paths absolute (as `collect` stores them; a memory written before kept them as typed,
     which says nothing) and not the same."""
-    if not isinstance(path, str) or not isinstance(was, str) or Path(path).name != doc_id:
+    if not isinstance(path, str) or not isinstance(was, str) or Path(path).name != file_id_of(doc_id):
         return False
     return Path(path).is_absolute() and Path(was).is_absolute() and path != was

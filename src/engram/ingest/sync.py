@@ -1,5 +1,5 @@
 """Planning a folder mirror: which documents to add, update and delete so that a memory's documents from a
-folder equal the folder's text files. Pure: it reads the folder and the stored (metadata, hash) of each
+folder equal the folder's text files and documents. Pure: it reads the folder and the stored (metadata, hash) of each
 document; `Memory.sync` applies the plan."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import InputError
+from engram.ingest.formats import file_id_of
 from engram.ingest.prepare import document_hash
 from engram.ingest.sources import SYNC_KEY, collect, folder_id
 from engram.types import Document
@@ -56,7 +57,8 @@ def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], has
         )
     mine = {i for i, meta in metadata.items() if meta.get(SYNC_KEY) == scope}
     plan = SyncPlan(skipped=dict(collected.skipped))
-    present = {d.id for d in docs} | _skipped_ids(root, collected.skipped)  # a file there but unreadable is kept
+    kept = _skipped_ids(root, collected.skipped)  # a file there but unreadable is kept, all its PDF pages too
+    present = {d.id for d in docs} | {i for i in mine if file_id_of(i) in kept}
     plan.delete = sorted(mine - present)
     plan.add = [d for d in docs if d.id not in mine]
     for doc in docs:
@@ -69,8 +71,9 @@ def plan_sync(folder: str | Path, metadata: Mapping[str, Mapping[str, Any]], has
 
 
 def _skipped_ids(root: Path, skipped: Mapping[str, str]) -> set[str]:
-    """The ids the files of `root` that were skipped (unreadable, binary, not UTF-8) would have: their file is still
-    there, so their stored version is kept, as an emptied file's is."""
+    """The ids the files of `root` that were skipped (unreadable, binary, not UTF-8, a PDF or DOCX without the
+    `docs` extra) would have: their file is still there, so their stored version is kept, as an emptied file's
+    is (a PDF's pages are matched by `file_id_of`)."""
     out = set()
     for path in skipped:
         try:
