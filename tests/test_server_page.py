@@ -199,7 +199,9 @@ def test_the_page_adds_asks_and_draws_the_graph(
 
 POEM = "A poem about Lyon.\nLine two of the poem.\nLine three."
 TINY = {"id": "t", "text": "Alice Moreau founded Acme Tools."}
-TINY_EXTRACTION = {"id": "t", "entities": ["Alice Moreau", "Acme Tools"], "triples": [["Alice Moreau", "founded", "Acme Tools"]]}
+TINY_EXTRACTION = {
+    "id": "t", "entities": ["Alice Moreau", "Acme Tools"], "triples": [["Alice Moreau", "founded", "Acme Tools"]]
+}
 
 
 def test_the_page_without_an_llm_on_a_narrow_window_and_two_memories(tmp_path: Path, browser: Any) -> None:
@@ -207,7 +209,8 @@ def test_the_page_without_an_llm_on_a_narrow_window_and_two_memories(tmp_path: P
     its line breaks; graph labels do not overlap; switching memories clears the results; a 3-node graph is not
     blown up; at 420 px nothing scrolls sideways or is cut."""
     docs = [{"id": d.id, "title": d.title, "text": d.text} for d in DOCS] + [{"id": "poem", "text": POEM}]
-    docs += [{"id": f"filler/{i:02d}", "text": f"Filler note number {i}."} for i in range(40)]
+    long_title = "A filler note of the long list, number {}"  # long labels, which must not overlap
+    docs += [{"id": f"filler/{i:02d}", "title": long_title.format(i), "text": f"Filler note {i}."} for i in range(40)]
     extractions = [*EXTRACTIONS] + [{"id": d["id"], "entities": [], "triples": []} for d in docs[len(DOCS) :]]
     with serve(hash_settings(root=tmp_path / "root")) as server, server.client() as http:
         for name, body in (("big", {"documents": docs, "extractions": extractions}),
@@ -256,6 +259,7 @@ def test_the_page_without_an_llm_on_a_narrow_window_and_two_memories(tmp_path: P
             " g.querySelectorAll('canvas').length, document.getElementById('answer').hidden]"
         )
         assert left == [0, 0, 0, None, 0, True], left  # nothing of memory big is left on the page
+        assert "passage" not in browser.find_element(By.ID, "status").text  # nor its "46 passage(s) by ..."
 
         question = browser.find_element(By.ID, "question")
         question.clear()

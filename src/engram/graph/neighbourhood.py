@@ -131,7 +131,7 @@ def _fresh_neighbours(tables: EdgeTables, frontier: IntArray, n_nodes: int, open
     turns = dst[np.lexsort((src, rank))]
     _, once = np.unique(turns, return_index=True)
     turns = turns[np.sort(once)]
-    return bridges.tolist() + turns[reach[turns] < 2].tolist()
+    return [int(i) for i in bridges] + [int(i) for i in turns[reach[turns] < 2]]
 
 
 def induced_edges(tables: EdgeTables, nodes: IntArray, n_nodes: int) -> list[tuple[int, int, str, float]]:

@@ -50,7 +50,7 @@ async function loadMemories(select) {
 
 // Another memory: the results on the page were the previous memory's, so they go.
 function useMemory(name) {
-  if (name !== state.memory) clearResults();
+  if (name !== state.memory) { clearResults(); say(""); }
   state.memory = name;
 }
 
