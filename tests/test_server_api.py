@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engram import Memory
 from engram.embed import HashEmbedder
+from fake_openai import FakeOpenAI
 from server_helpers import error_of, hash_settings, seeded_memory, serve
 
 
@@ -40,6 +41,18 @@ def test_every_read_route_on_one_memory(tmp_path: Path) -> None:
         page = http.get("/")
         assert page.status_code == 200 and "vendor/cytoscape.min.js" in page.text
         assert http.get("/vendor/cytoscape.min.js").status_code == 200
+
+
+def test_the_memory_route_says_whether_it_has_an_llm_to_answer_with(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    """The web page disables "Answer with LLM" by this flag, instead of offering a button that fails."""
+    path = seeded_memory(tmp_path / "m")
+    with serve(hash_settings(memory=path)) as server, server.client() as http:
+        assert http.get("/v1/memories/default").json()["llm_configured"] is False
+        refused = http.post("/v1/memories/default/answer", json={"query": "Who founded Acme Tools?"})
+        assert refused.status_code == 503  # what the flag predicts
+    with_llm = hash_settings(memory=path, llm_base_url=fake_llm.base_url, llm_model="fake-model")
+    with serve(with_llm) as server, server.client() as http:
+        assert http.get("/v1/memories/default").json()["llm_configured"] is True
 
 
 def test_document_listing_pages_with_a_cursor(tmp_path: Path) -> None:

@@ -77,9 +77,11 @@ class EdgeTables:
 def expand(
     tables: EdgeTables, n_nodes: int, alive: BoolArray, starts: Sequence[int], hops: int, limit: int
 ) -> tuple[IntArray, bool]:
-    """Nodes within `hops` edges of `starts` (alive nodes only), breadth first; within a hop the neighbours
-    joined by the heaviest edges come first. At most `limit` nodes, starts included (they come first).
-    Also says whether the limit left out some node within reach."""
+    """Nodes within `hops` edges of `starts` (alive nodes only), breadth first, at most `limit` of them, starts
+    included (they come first). Within a hop, nodes that join two or more of the hop's frontier come first (the
+    paths between the seeds and what they reached), then every frontier node's neighbours in turn, heaviest
+    edge first, so that a cut-short picture still connects each start. Also says whether the limit left out
+    some node within reach."""
     wanted = list(dict.fromkeys(int(s) for s in starts if alive[s]))
     chosen, truncated = wanted[:limit], len(wanted) > limit
     seen = np.zeros(n_nodes, dtype=bool)
@@ -88,9 +90,7 @@ def expand(
     for _ in range(hops):
         if not len(frontier):
             break
-        found = _neighbours(tables, frontier, n_nodes)
-        candidates = np.flatnonzero((found > 0) & ~seen & alive)
-        fresh = candidates[np.argsort(-found[candidates], kind="stable")].tolist()
+        fresh = _fresh_neighbours(tables, frontier, n_nodes, alive & ~seen)
         room = limit - len(chosen)
         truncated = truncated or len(fresh) > room
         fresh = fresh[:room]
@@ -100,16 +100,38 @@ def expand(
     return np.array(chosen, dtype=np.int64), truncated
 
 
-def _neighbours(tables: EdgeTables, frontier: IntArray, n_nodes: int) -> FloatArray:
-    """For every node, the heaviest edge weight joining it to the frontier (0 when none)."""
-    member = np.zeros(n_nodes, dtype=bool)
-    member[frontier] = True
-    best = np.zeros(n_nodes, dtype=np.float64)
+def _fresh_neighbours(tables: EdgeTables, frontier: IntArray, n_nodes: int, open_: BoolArray) -> list[int]:
+    """The `open_` neighbours of `frontier` in picking order: those adjacent to several frontier nodes first
+    (most such, then heaviest edge), then round robin over the frontier in its order, each node's neighbours
+    heaviest edge first (ties by node number)."""
+    position = np.full(n_nodes, -1, dtype=np.int64)
+    position[frontier] = np.arange(len(frontier))
+    src_parts, dst_parts, weight_parts = [], [], []
     for pairs, weights in zip(tables.pairs, tables.weights):
         for a, b in ((0, 1), (1, 0)):
-            hit = member[pairs[:, a]]
-            np.maximum.at(best, pairs[hit, b], np.maximum(weights[hit], 1e-12))
-    return best
+            hit = (position[pairs[:, a]] >= 0) & open_[pairs[:, b]]
+            src_parts.append(position[pairs[hit, a]])
+            dst_parts.append(pairs[hit, b])
+            weight_parts.append(np.maximum(weights[hit], 1e-12))
+    src, dst, weight = np.concatenate(src_parts), np.concatenate(dst_parts), np.concatenate(weight_parts)
+    if not len(dst):
+        return []
+    order = np.lexsort((dst, -weight, src))  # per frontier node: heaviest edge first, then node number
+    src, dst, weight = src[order], dst[order], weight[order]
+    _, first = np.unique(src * n_nodes + dst, return_index=True)  # one row per (frontier node, neighbour) ...
+    first.sort()  # ... its heaviest edge, in the order above
+    src, dst, weight = src[first], dst[first], weight[first]
+    starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    rank = np.arange(len(src)) - np.repeat(starts, np.diff(np.r_[starts, len(src)]))
+    reach = np.bincount(dst, minlength=n_nodes)
+    best = np.zeros(n_nodes, dtype=np.float64)
+    np.maximum.at(best, dst, weight)
+    bridges = np.unique(dst[reach[dst] >= 2])
+    bridges = bridges[np.lexsort((bridges, -best[bridges], -reach[bridges]))]
+    turns = dst[np.lexsort((src, rank))]
+    _, once = np.unique(turns, return_index=True)
+    turns = turns[np.sort(once)]
+    return [int(i) for i in bridges] + [int(i) for i in turns[reach[turns] < 2]]
 
 
 def induced_edges(tables: EdgeTables, nodes: IntArray, n_nodes: int) -> list[tuple[int, int, str, float]]:

@@ -47,7 +47,9 @@ class Service:
         return self.registry.get(name).memory
 
     def stats(self, name: str) -> dict[str, Any]:
-        return {"name": name, "stats": self.memory(name).stats()}
+        """The memory's stats, and whether it has an LLM to answer with (the web page disables answering)."""
+        memory = self.memory(name)
+        return {"name": name, "stats": memory.stats(), "llm_configured": memory.llm is not None}
 
     def documents(self, name: str, prefix: str = "", limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
         if not 1 <= limit <= 1000:

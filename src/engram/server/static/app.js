@@ -42,10 +42,37 @@ async function loadMemories(select) {
   if (select && !names.includes(select)) names.push(select);
   const box = $("memory");
   box.replaceChildren(...names.map((n) => el("option", { value: n, textContent: n })));
-  state.memory = select || state.memory || names[0] || null;
+  useMemory(select || state.memory || names[0] || null);
   if (state.memory) box.value = state.memory;
   if (!state.memory) say("No memory yet: type a name under 'new memory' and add a document.");
   await refresh();
+}
+
+// Another memory: the results on the page were the previous memory's, so they go.
+function useMemory(name) {
+  if (name !== state.memory) { clearResults(); say(""); }
+  state.memory = name;
+}
+
+function clearResults() {
+  $("passages").replaceChildren();
+  $("answer").hidden = true;
+  $("answer").replaceChildren();
+  $("facts").tBodies[0].replaceChildren();
+  $("seeds").replaceChildren();
+  $("fallback").hidden = true;
+  $("filter-note").textContent = "";
+  if (state.cy) { state.cy.destroy(); state.cy = null; }
+  $("graph").replaceChildren();
+  delete $("graph").dataset.nodes;
+  delete $("graph").dataset.edges;
+}
+
+// "Answer with LLM" needs an LLM on the server for this memory; the stats route says whether there is one.
+function setAnswering(reason) {
+  $("answer-btn").disabled = Boolean(reason);
+  $("answer-why").hidden = !reason;
+  $("answer-why").textContent = reason || "";
 }
 
 async function refresh() {
@@ -56,9 +83,15 @@ async function refresh() {
 async function loadStats() {
   let data;
   try { data = await api("GET", memPath()); } catch (err) {
-    if (err.message.startsWith("404")) { $("stats").replaceChildren(); $("documents").replaceChildren(); return; }
+    if (err.message.startsWith("404")) {
+      $("stats").replaceChildren(); $("documents").replaceChildren();
+      setAnswering("Nothing to answer from yet: add a document to this memory first.");
+      return;
+    }
     throw err;
   }
+  setAnswering(data.llm_configured ? "" : "No LLM is configured for this memory, so only retrieval works: start " +
+    "engram serve with --llm-base-url and --llm-model (or ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL).");
   const s = data.stats;
   const rows = ["documents", "passages", "phrases", "facts", "edges", "pending", "failed", "generation"];
   $("stats").replaceChildren(...rows.flatMap((k) => [el("dt", { textContent: k }), el("dd", { textContent: String(s[k] ?? "–") })]));
@@ -144,7 +177,9 @@ async function readFiles(files) {
 async function ask() {
   const body = { query: $("question").value, top_k: Number($("top-k").value), method: $("method").value };
   say("Retrieving…");
+  const memory = state.memory;
   const result = (await api("POST", memPath("/retrieve"), body)).results[0];
+  if (memory !== state.memory) return;  // the memory was switched meanwhile: these results are not its
   showPassages(result.passages);
   showTrace(result);
   await showGraph(result);
@@ -154,7 +189,9 @@ async function ask() {
 async function answer() {
   const body = { query: $("question").value, top_k: Number($("top-k").value), method: $("method").value };
   say("Answering…");
+  const memory = state.memory;
   const result = (await api("POST", memPath("/answer"), body)).results[0];
+  if (memory !== state.memory) return;
   $("answer").hidden = false;
   $("answer").replaceChildren(el("strong", { textContent: "Answer: " }), result.answer);
   showPassages(result.passages);
@@ -165,7 +202,7 @@ function showPassages(passages) {
   $("passages").replaceChildren(...passages.map((p) => el("li", {},
     el("span", { className: "title", textContent: p.title || p.id }), " ",
     el("span", { className: "meta", textContent: `[${p.id}] score ${p.score.toFixed(4)}` }),
-    el("div", { textContent: p.text }))));
+    el("div", { className: "text", textContent: p.text }))));
 }
 
 function showTrace(r) {
@@ -190,9 +227,11 @@ async function showGraph(r) {
   const around = [...r.seeds.map((s) => s.phrase), ...r.passages.map((p) => p.id)];
   if (state.cy) { state.cy.destroy(); state.cy = null; }
   if (!around.length || typeof cytoscape === "undefined") return;
-  const params = new URLSearchParams({ hops: "1", limit: "45" });
+  const params = new URLSearchParams({ hops: "1", limit: String(Math.min(500, around.length + 40)) });  // starts + room
   around.forEach((a) => params.append("around", a));
+  const memory = state.memory;
   const graph = await api("GET", memPath("/graph?" + params));
+  if (memory !== state.memory) return;
   const seeds = new Set(r.seeds.map((s) => "phrase:" + s.phrase));
   const tops = new Set(r.passages.map((p) => "passage:" + p.id));
   const label = (n) => (n.label.length > 28 ? n.label.slice(0, 27) + "…" : n.label);
@@ -201,17 +240,44 @@ async function showGraph(r) {
       role: seeds.has(n.id) ? "seed" : tops.has(n.id) ? "top" : n.kind } })),
     ...graph.edges.map((e, i) => ({ data: { id: "e" + i, source: e.source, target: e.target, kind: e.kind, weight: e.weight } })),
   ];
-  state.cy = cytoscape({ container: $("graph"), elements, style: graphStyle(), layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: 9000 } });
+  state.cy = cytoscape({ container: $("graph"), elements, style: graphStyle(), maxZoom: 4, minZoom: 0.2,
+    layout: { name: "cose", animate: false, randomize: false, nodeRepulsion: 9000, nodeDimensionsIncludeLabels: true, padding: 24 } });
+  const cy = state.cy;
+  fitZoom(cy);
+  quietOverlappingLabels(cy);
   $("graph").dataset.nodes = String(graph.nodes.length);
   $("graph").dataset.edges = String(graph.edges.length);
 }
 
+// A graph of 2-3 nodes is not blown up to fill the box: it stays at reading size.
+function fitZoom(cy) {
+  if (cy.zoom() > 1.3) { cy.zoom(1.3); cy.center(); }
+}
+
+// Labels that would overlap one drawn before them are hidden (seeds first, then retrieved passages, then the
+// rest); hovering or tapping a node shows its label.
+function quietOverlappingLabels(cy) {
+  const rank = (n) => ({ seed: 0, top: 1 }[n.data("role")] ?? 2);
+  const order = cy.nodes().toArray().sort((a, b) => rank(a) - rank(b));
+  const placed = [];
+  const overlaps = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+  for (const node of order) {
+    const box = node.boundingBox({ includeNodes: false, includeEdges: false, includeLabels: true });
+    if (placed.some((other) => overlaps(box, other))) node.addClass("quiet");
+    else placed.push(box);
+  }
+  cy.on("mouseover tap", "node.quiet", (e) => e.target.addClass("shown"));
+  cy.on("mouseout", "node.quiet", (e) => e.target.removeClass("shown"));
+}
+
 function graphStyle() {
   return [
-    { selector: "node", style: { label: "data(label)", "font-size": 10, "text-valign": "bottom", "text-margin-y": 3, width: 16, height: 16, "background-color": "#9bbce8" } },
+    { selector: "node", style: { label: "data(label)", "font-size": 10, "text-valign": "bottom", "text-margin-y": 3, "text-wrap": "wrap", "text-max-width": 110, width: 16, height: 16, "background-color": "#9bbce8" } },
     { selector: "node[kind = 'passage']", style: { shape: "round-rectangle", "background-color": "#d9d9d9", width: 22, height: 14 } },
     { selector: "node[role = 'seed']", style: { "background-color": "#f0a500", width: 24, height: 24, "font-weight": "bold" } },
     { selector: "node[role = 'top']", style: { "background-color": "#6fbf73", width: 28, height: 18, "font-weight": "bold" } },
+    { selector: "node.quiet", style: { "text-opacity": 0 } },
+    { selector: "node.quiet.shown", style: { "text-opacity": 1, "z-index": 10 } },
     { selector: "edge", style: { width: 1, "line-color": "#c9ced6", "curve-style": "bezier" } },
     { selector: "edge[kind = 'relation']", style: { width: 2.5, "line-color": "#5a6b80" } },
     { selector: "edge[kind = 'synonym']", style: { "line-style": "dashed", "line-color": "#b07cc6", width: 2 } },
@@ -227,7 +293,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("api-key").value = state.key;
   on("key-form", "submit", async () => { state.key = $("api-key").value.trim(); sessionStorage.setItem("engram-key", state.key); await loadMemories(); say("Key set."); });
   on("memory-form", "submit", async () => { const name = $("new-memory").value.trim(); await loadMemories(name || $("memory").value); });
-  on("memory", "change", async () => { state.memory = $("memory").value; await refresh(); });
+  on("memory", "change", async () => { useMemory($("memory").value); await refresh(); });
   on("add-form", "submit", async () => {
     await addDocuments([{ id: $("doc-id").value.trim(), text: $("doc-text").value, title: $("doc-title").value.trim() || null }]);
     $("add-form").reset();
@@ -237,5 +303,7 @@ document.addEventListener("DOMContentLoaded", () => {
   on("more-docs", "click", () => loadDocuments(false));
   on("ask-form", "submit", ask);
   on("answer-btn", "click", answer);
+  // the drawing follows its box when the window is resized (a phone turned, a narrowed window)
+  new ResizeObserver(() => { if (state.cy) { state.cy.resize(); state.cy.fit(undefined, 24); fitZoom(state.cy); } }).observe($("graph"));
   run(() => loadMemories());
 });
