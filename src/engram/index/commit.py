@@ -134,7 +134,8 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
 
 
 def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
-    """The state of the committed records, and the synonym list rows computed on the way (`load_synonyms`)."""
+    """The state of the committed records (extractions a commit linked), and the synonym list rows computed on
+    the way (`load_synonyms`)."""
     state = IndexState(source.embedder.dim, config)
     passages = store.passages()
     vectors = source.get("passage", [passage_text(p) for p in passages])
@@ -143,7 +144,8 @@ def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple
     extractions = store.extractions()
     for i, passage in enumerate(passages):
         row = extractions.get(passage.content_hash)
-        if row is not None:
+        if row is not None and row.linked:  # an unlinked row (its run stopped before the commit) stays pending:
+            # its phrases join by a commit (Writer.commit_stranded), which gives them their synonym lists
             state.set_triples(i, row.status, row.triples if row.status == "done" else [])
     fill_vectors(state, source)
     return state, load_synonyms(store, state)
