@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import MemoryFormatError, MissingDependencyError
-from engram.store.base import LOG_KEPT
+from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 
@@ -223,6 +223,9 @@ class PostgresStore:
         db.execute("DELETE FROM chunks WHERE doc_id = ANY(%s)", (list(doc_ids),))
         db.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(doc_ids),))
         db.execute("DELETE FROM passages WHERE id = ANY(%s)", (list(passage_ids),))
+
+    def dangling_rows(self) -> list[str]:
+        return [what.format(a, b) for what, sql in DANGLING for a, b in self._read(sql + " LIMIT 3")]
 
     # extractions ----------------------------------------------------------------------------------------
     def _extraction_rows(self, where: str = "", params: Sequence[Any] = ()) -> dict[str, ExtractionRow]:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import InputError, MemoryFormatError
-from engram.store.base import LOG_KEPT
+from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
@@ -181,6 +181,9 @@ class RecordStore:
         for table in ("documents", "passages", "llm_cache"):
             out[table] = int(self._read(f"SELECT COUNT(*) FROM {table}")[0][0])
         return out
+
+    def dangling_rows(self) -> list[str]:
+        return [what.format(a, b) for what, sql in DANGLING for a, b in self._read(sql + " LIMIT 3")]
 
     # extractions ----------------------------------------------------------------------------------------
     def extractions(self) -> dict[str, ExtractionRow]:
