@@ -13,12 +13,15 @@ import numpy as np
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
+from engram.errors import MemoryFormatError
 from engram.index.ann_cache import save_ann
 from engram.index.codes_cache import save_codes
 from engram.index.rows import RowView
 from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
 from engram.index.state_file import state_files
+from engram.ingest.prepare import passage_hash
 from engram.store.base import Store
+from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, BlockTable, VectorTable, snapshot_dir, write_snapshot
 from engram.store.snapshot_parts import relocated
 from engram.types import Progress
@@ -29,6 +32,8 @@ T = TypeVar("T")
 EMBED_BATCH = 256  # texts per embed call: each call's vectors are committed to the cache before the next
 LOOKUP_CHUNK = 4_096  # texts whose cached vectors are asked for at a time (PostgreSQL: ~6 MB per reply)
 ROLE_NAMES: dict[str, Role] = {"query": "query", "passage": "passage", "fact": "fact", "phrase": "phrase"}
+NORM_TOLERANCE = 1e-3  # how far a vector's length may be from 1 (embedders return L2-normalised rows, or zero)
+REPAIR = "restore the memory from a backup, or index the documents into a new memory"
 
 
 def text_hash(text: str) -> str:
@@ -134,19 +139,58 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
 
 
 def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
-    """The state of the committed records, and the synonym list rows computed on the way (`load_synonyms`)."""
+    """The state of the committed records (extractions a commit linked), and the synonym list rows computed on
+    the way (`load_synonyms`)."""
     state = IndexState(source.embedder.dim, config)
     passages = store.passages()
+    check_records(store, passages)
     vectors = source.get("passage", [passage_text(p) for p in passages])
+    check_vectors(store, "passage", [vectors])
     for passage, vector in zip(passages, vectors):
         state.add_passage(passage, vector)
     extractions = store.extractions()
     for i, passage in enumerate(passages):
         row = extractions.get(passage.content_hash)
-        if row is not None:
+        if row is not None and row.linked:  # an unlinked row (its run stopped before the commit) stays pending:
+            # its phrases join by a commit (Writer.commit_stranded), which gives them their synonym lists
             state.set_triples(i, row.status, row.triples if row.status == "done" else [])
     fill_vectors(state, source)
+    for role in ("phrase", "fact"):
+        check_vectors(store, role, state.vectors[role].blocks())
     return state, load_synonyms(store, state)
+
+
+def check_records(store: Store, passages: Sequence[PassageRow]) -> None:
+    """Refuse records changed outside engram before a graph is built from them (the snapshot is missing or
+    damaged, or the store keeps none): a passage whose text or title no longer gives its content hash, a
+    chunk, passage or document row whose partner row is gone. Built on, they would change rankings silently."""
+    for passage in passages:
+        if passage_hash(passage.title, passage.text) != passage.content_hash:
+            raise MemoryFormatError(
+                f"{store.location} is damaged: the text of passage {passage.id!r} does not match its content hash "
+                f"(changed outside engram); {REPAIR}"
+            )
+    dangling = store.dangling_rows()
+    if dangling:
+        raise MemoryFormatError(f"{store.location} is damaged: {'; '.join(dangling[:3])}; {REPAIR}")
+
+
+def check_vectors(store: Store, role: str, blocks: Sequence[Vectors]) -> None:
+    """Refuse stored vectors that no embedder returned: not finite, or neither of length 1 nor zero (a changed
+    byte of a cached vector; the embedding cache keeps no checksum of its own)."""
+    bad = 0
+    for block in blocks:
+        for start in range(0, len(block), LOOKUP_CHUNK):  # a chunk's squares at a time, not a copy of the table
+            part = np.asarray(block[start : start + LOOKUP_CHUNK])
+            with np.errstate(over="ignore", invalid="ignore"):
+                squares = np.einsum("ij,ij->i", part, part)
+                off = ~np.isfinite(squares) | ((squares > 0) & (np.abs(np.sqrt(squares) - 1.0) > NORM_TOLERANCE))
+            bad += int(np.count_nonzero(off))
+    if bad:
+        raise MemoryFormatError(
+            f"{store.location} is damaged: {bad} stored {role} vector(s) are not ones an embedder returns "
+            f"(changed outside engram); {REPAIR}"
+        )
 
 
 def load_synonyms(store: Store, state: IndexState) -> set[int]:

@@ -88,6 +88,10 @@ def replay(state: IndexState, store: Store, source: VectorSource, entries: Seque
         state.add_passage(passage, vector)
     contents = sorted({*(h for c in changes for h in c.contents), *(p.content_hash for p in stored)})
     for digest, found in store.extractions_for(contents).items():
+        if not found.linked:  # stored since by a run not committed yet: a load keeps such passages pending
+            if any(state.passage_status[i] != "pending" for i in state.alive_with_content(digest)):
+                raise StaleLog(f"the extraction of {digest} was rewritten after its commit")
+            continue
         for i in state.alive_with_content(digest):
             state.set_triples(i, found.status, found.triples if found.status == "done" else [])
     fill_vectors(state, source)

@@ -169,6 +169,7 @@ class Writer:
         def writes(db: Tx) -> None:
             self.store.delete_documents(db, removed_docs, orphans)
             add(db)
+            self.store.link_extractions(db, rows)
 
         logged = Change([*orphans], [p.id for p in prepared.passages], sorted(rows))
         self.live.change(mutate, writes, progress, report.timings, expected, logged)
@@ -220,8 +221,9 @@ class Writer:
         self, index: GraphIndex, todo: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int
     ) -> int:
         """Commit the extractions stored for passages the graph still counts unfinished (more of those than the
-        store's `todo`: a run stopped between storing them and its commit, before that commit was made safe);
-        returns the generation to expect next."""
+        store's `todo`: a run stopped between storing them and its commit; a load keeps such unlinked rows out of
+        the graph, so this commit gives their phrases synonym lists as any other does); returns the generation
+        to expect next."""
         counts = self.live.stats()
         if counts["pending"] + counts["failed"] <= len(todo):
             return expected
@@ -254,7 +256,10 @@ class Writer:
                 for i in state.alive_with_content(digest):
                     state.set_triples(i, row.status, row.triples if row.status == "done" else [])
 
-        self.live.change(mutate, lambda db: None, progress, report.timings, expected, Change(contents=sorted(rows)))
+        def writes(db: Tx) -> None:
+            self.store.link_extractions(db, rows)
+
+        self.live.change(mutate, writes, progress, report.timings, expected, Change(contents=sorted(rows)))
 
     def to_extract(self, index: GraphIndex, redo: str | None, identity: str | None) -> list[PassageRow]:
         """The alive passages without a finished extraction; with `redo="other"` also those whose extraction

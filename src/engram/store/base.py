@@ -19,6 +19,22 @@ from engram.store.rows import ExtractionRow, PassageRow
 
 Tx = Any  # the open transaction of a store: passed to its own write methods only
 LOG_KEPT = 1000  # generations whose changes the commit log keeps (older rows are deleted by each commit)
+# rows that point at rows not there (a passage, chunk or document row deleted outside engram): the same SQL on
+# both backends, at most a few named each; `Store.dangling_rows` runs them when the graph is built from the records
+DANGLING = (
+    (
+        "a chunk of document {} names passage {}, which is missing",
+        "SELECT c.doc_id, c.passage_id FROM chunks c LEFT JOIN passages p ON p.id = c.passage_id WHERE p.id IS NULL",
+    ),
+    (
+        "passage {} names document {}, which is missing",
+        "SELECT p.id, p.doc_id FROM passages p LEFT JOIN documents d ON d.id = p.doc_id WHERE d.id IS NULL",
+    ),
+    (
+        "document {} has no passage{}",
+        "SELECT d.id, '' FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id WHERE c.doc_id IS NULL",
+    ),
+)
 
 
 class Store(Protocol):
@@ -57,6 +73,9 @@ class Store(Protocol):
     def counts(self) -> dict[str, int]: ...
     def chunk_passages(self, doc_ids: Sequence[str]) -> dict[str, list[str]]: ...
     def delete_documents(self, db: Tx, doc_ids: Sequence[str], passage_ids: Sequence[str]) -> None: ...
+    def dangling_rows(self) -> list[str]:
+        """What `DANGLING` finds (empty for records engram wrote), described, a few of each kind."""
+        ...
 
     # extractions
     def extractions(self) -> dict[str, ExtractionRow]: ...
@@ -65,6 +84,10 @@ class Store(Protocol):
         self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
     ) -> None: ...
     def put_failure(self, digest: str, error: str, source: str) -> None: ...
+    def link_extractions(self, db: Tx, rows: Mapping[str, ExtractionRow]) -> None:
+        """Mark the versions of `rows` that a commit read as in the graph (in that commit's transaction): rows
+        stored by a run stopped before its commit stay unlinked, and a load keeps their passages pending."""
+        ...
 
     # embeddings (float32 bytes by text hash)
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None: ...

@@ -32,7 +32,7 @@ CREATE INDEX IF NOT EXISTS passages_hash ON passages (content_hash);
 CREATE TABLE IF NOT EXISTS extractions (
     content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
     entities TEXT NOT NULL, triples TEXT NOT NULL, dropped INTEGER NOT NULL, source TEXT NOT NULL,
-    error TEXT, attempts INTEGER NOT NULL, updated DOUBLE PRECISION NOT NULL);
+    error TEXT, attempts INTEGER NOT NULL, updated DOUBLE PRECISION NOT NULL, linked BOOLEAN NOT NULL DEFAULT TRUE);
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, role TEXT NOT NULL, text_hash TEXT NOT NULL, vector vector NOT NULL,
     PRIMARY KEY (model, role, text_hash));
@@ -127,8 +127,21 @@ def prepare_schema(conn: Any, url: str, schema: str, identity: dict[str, Any], c
             raise MemoryFormatError(f"schema {schema} of {location} holds other tables: choose another ?schema=")
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
         conn.execute(TABLES)
+        _linked_column(conn, schema)
         _check_identity(conn, location, identity)
     conn.execute(f'SET search_path TO {quoted}, "{vector_schema}"')
+
+
+def _linked_column(conn: Any, schema: str) -> None:
+    """Give an older memory's extractions their `linked` column (docs/format.md; its rows were all committed, so
+    they take TRUE); checked first, as ALTER TABLE locks the table even when the column is there."""
+    found = conn.execute(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = 'extractions' "
+        "AND column_name = 'linked'",
+        (schema,),
+    ).fetchone()
+    if found is None:
+        conn.execute("ALTER TABLE extractions ADD COLUMN IF NOT EXISTS linked BOOLEAN NOT NULL DEFAULT TRUE")
 
 
 def _has_meta(conn: Any, schema: str) -> bool:

@@ -14,7 +14,7 @@ import json
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import MemoryFormatError, MissingDependencyError
-from engram.store.base import LOG_KEPT
+from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 
@@ -36,10 +36,11 @@ __all__ = ["PostgresStore"]
 
 _USAGE_COLUMNS = ("calls", "prompt_tokens", "completion_tokens", "cache_hits", "retries", "failures")
 _EXTRACTION_UPSERT = (
-    "INSERT INTO extractions (content_hash, status, entities, triples, dropped, source, error, attempts, updated) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, 1, %s) ON CONFLICT (content_hash) DO UPDATE SET status = excluded.status, "
-    "entities = excluded.entities, triples = excluded.triples, dropped = excluded.dropped, source = excluded.source, "
-    "error = excluded.error, attempts = extractions.attempts + 1, updated = excluded.updated"
+    "INSERT INTO extractions (content_hash, status, entities, triples, dropped, source, error, attempts, updated, "
+    "linked) VALUES (%s, %s, %s, %s, %s, %s, %s, 1, %s, FALSE) ON CONFLICT (content_hash) DO UPDATE SET "
+    "status = excluded.status, entities = excluded.entities, triples = excluded.triples, dropped = excluded.dropped, "
+    "source = excluded.source, error = excluded.error, attempts = extractions.attempts + 1, "
+    "updated = excluded.updated, linked = FALSE"
 )
 
 
@@ -223,14 +224,29 @@ class PostgresStore:
         db.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(doc_ids),))
         db.execute("DELETE FROM passages WHERE id = ANY(%s)", (list(passage_ids),))
 
+    def dangling_rows(self) -> list[str]:
+        return [what.format(a, b) for what, sql in DANGLING for a, b in self._read(sql + " LIMIT 3")]
+
     # extractions ----------------------------------------------------------------------------------------
     def _extraction_rows(self, where: str = "", params: Sequence[Any] = ()) -> dict[str, ExtractionRow]:
         rows = self._read(
-            f"SELECT content_hash, status, entities, triples, error, source FROM extractions{where}", params
+            f"SELECT content_hash, status, entities, triples, error, source, linked, attempts FROM extractions{where}",
+            params,
         )
         return {
-            str(h): ExtractionRow(str(s), self._json(e), self._json(t), err, str(src)) for h, s, e, t, err, src in rows
+            str(h): ExtractionRow(str(s), self._json(e), self._json(t), err, str(src), bool(ln), int(n))
+            for h, s, e, t, err, src, ln, n in rows
         }
+
+    def link_extractions(self, db: Any, rows: Mapping[str, ExtractionRow]) -> None:
+        """Mark the versions of `rows` read by a commit as in the graph (inside that commit's transaction)."""
+        todo = sorted((h, row.attempts) for h, row in rows.items() if not row.linked)
+        if todo:
+            self._many(
+                db,
+                "UPDATE extractions SET linked = TRUE WHERE content_hash = %s AND attempts = %s AND NOT linked",
+                todo,
+            )
 
     def extractions(self) -> dict[str, ExtractionRow]:
         return self._extraction_rows()

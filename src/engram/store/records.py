@@ -10,7 +10,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,11 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import InputError, MemoryFormatError
-from engram.store.base import LOG_KEPT
+from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
-from engram.store.sqlite_schema import SCHEMA, commit_log, write_ahead_log
+from engram.store.sqlite_schema import SCHEMA, commit_log, linked_column, write_ahead_log
 
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
@@ -50,6 +50,7 @@ class RecordStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
             commit_log(self._db)
+            self._linked = "linked" if linked_column(self._db) else "1"
             migrate(self._db, path)
         except sqlite3.Error as exc:
             self._db.close()
@@ -181,11 +182,29 @@ class RecordStore:
             out[table] = int(self._read(f"SELECT COUNT(*) FROM {table}")[0][0])
         return out
 
+    def dangling_rows(self) -> list[str]:
+        return [what.format(a, b) for what, sql in DANGLING for a, b in self._read(sql + " LIMIT 3")]
+
     # extractions ----------------------------------------------------------------------------------------
     def extractions(self) -> dict[str, ExtractionRow]:
-        rows = self._read("SELECT content_hash, status, entities, triples, error FROM extractions")
+        rows = self._read(
+            f"SELECT content_hash, status, entities, triples, error, source, {self._linked}, attempts FROM extractions"
+        )
+        return self._extraction_rows(rows)
+
+    def _extraction_rows(self, rows: list[Any]) -> dict[str, ExtractionRow]:
         path = self.path
-        return {h: ExtractionRow(s, loads_column(e, path), loads_column(t, path), err) for h, s, e, t, err in rows}
+        return {
+            h: ExtractionRow(st, loads_column(e, path), loads_column(t, path), err, src, bool(ln), int(n))
+            for h, st, e, t, err, src, ln, n in rows
+        }
+
+    def link_extractions(self, db: sqlite3.Connection, rows: Mapping[str, ExtractionRow]) -> None:
+        """Mark the versions of `rows` read by a commit as in the graph (inside that commit's transaction)."""
+        db.executemany(
+            "UPDATE extractions SET linked = 1 WHERE content_hash = ? AND attempts = ? AND linked = 0",
+            ((h, row.attempts) for h, row in rows.items() if not row.linked),
+        )
 
     def put_extractions(
         self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
@@ -196,8 +215,8 @@ class RecordStore:
         with self.transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
-                "error, attempts, updated) VALUES (?, 'done', ?, ?, ?, ?, NULL, "
-                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?)",
+                "error, attempts, updated, linked) VALUES (?, 'done', ?, ?, ?, ?, NULL, "
+                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?, 0)",
                 (
                     (
                         digest,
@@ -217,8 +236,8 @@ class RecordStore:
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
-                "error, attempts, updated) VALUES (?, 'failed', '[]', '[]', 0, ?, ?, "
-                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?)",
+                "error, attempts, updated, linked) VALUES (?, 'failed', '[]', '[]', 0, ?, ?, "
+                "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?, 0)",
                 (digest, source, error, digest, time.time()),
             )
 
@@ -311,15 +330,11 @@ class RecordStore:
 
     def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]:
         rows = self._read_keyed(
-            "SELECT content_hash, status, entities, triples, error, source FROM extractions "
-            "WHERE content_hash IN ({marks})",
+            f"SELECT content_hash, status, entities, triples, error, source, {self._linked}, attempts "
+            "FROM extractions WHERE content_hash IN ({marks})",
             hashes,
         )
-        path = self.path
-        return {
-            h: ExtractionRow(st, loads_column(e, path), loads_column(t, path), err, src)
-            for h, st, e, t, err, src in rows
-        }
+        return self._extraction_rows(rows)
 
     # LLM response cache ---------------------------------------------------------------------------------
     def cached_response(self, key: str) -> str | None:

@@ -21,13 +21,17 @@ class PassageRow:
 @dataclass(frozen=True)
 class ExtractionRow:
     """`source` names who made it: an LLM extractor's identity ("MODEL PROMPT-VERSION"), "import:..." or the
-    offline extractor's identity."""
+    offline extractor's identity. `linked`: a commit put this version of the row into the graph (a row stored
+    by a run stopped before its commit is not, and its passage stays pending there); `attempts` counts the
+    row's writes, so a commit links only the version it read."""
 
     status: str
     entities: list[str]
     triples: list[list[Any]]
     error: str | None
     source: str = ""
+    linked: bool = True
+    attempts: int = 0
 
 
 class ColumnLookup(Mapping[str, str]):

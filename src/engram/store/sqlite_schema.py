@@ -19,7 +19,7 @@ CREATE INDEX IF NOT EXISTS passages_hash ON passages (content_hash);
 CREATE TABLE IF NOT EXISTS extractions (
     content_hash TEXT PRIMARY KEY, status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
     entities TEXT NOT NULL, triples TEXT NOT NULL, dropped INTEGER NOT NULL, source TEXT NOT NULL,
-    error TEXT, attempts INTEGER NOT NULL, updated REAL NOT NULL);
+    error TEXT, attempts INTEGER NOT NULL, updated REAL NOT NULL, linked INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL, role TEXT NOT NULL, text_hash TEXT NOT NULL, vector BLOB NOT NULL,
     PRIMARY KEY (model, role, text_hash));
@@ -61,3 +61,20 @@ def commit_log(db: sqlite3.Connection) -> None:
     except sqlite3.OperationalError as exc:
         if "readonly" not in str(exc):
             raise
+
+
+def linked_column(db: sqlite3.Connection) -> bool:
+    """Give an older file's extractions their `linked` column (docs/format.md; its rows were all committed, so
+    they take 1) at its first writable open; False for a read-only file without it (its rows read as linked)."""
+    columns = {str(row[1]) for row in db.execute("PRAGMA table_info(extractions)")}
+    if "linked" in columns:
+        return True
+    try:
+        db.execute("ALTER TABLE extractions ADD COLUMN linked INTEGER NOT NULL DEFAULT 1")
+    except sqlite3.OperationalError as exc:
+        if "readonly" in str(exc):
+            return False
+        if "duplicate column" in str(exc):  # another process added it meanwhile
+            return True
+        raise
+    return True
