@@ -10,6 +10,7 @@ asks for BM25 scores after every write, so that cost would land on the first que
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -86,9 +87,14 @@ class BM25Index:
         if len(self._rows) == 0:
             return out
         out[self._rows] = 0.0
-        wanted = [self._vocab.get(w, -1) for w in tokens(query, self._stop)]
-        known = np.array([c for c in wanted if 0 <= c < self._columns], np.int64)
-        columns, counts = np.unique(known, return_counts=True)
+        # the query's terms summed in the order of their words, not of their ids (which depend on the order
+        # the passages came in): a memory built in steps scores exactly as one built at once
+        said = Counter(tokens(query, self._stop))
+        words = sorted(said)
+        columns = np.array([self._vocab.get(w, -1) for w in words], np.int64)
+        counts = np.array([said[w] for w in words], np.int64)
+        known = (columns >= 0) & (columns < self._columns)
+        columns, counts = columns[known], counts[known]
         if len(columns):
             summed = self._matrix[:, columns] @ counts.astype(np.float64)
             out[self._rows] = summed[self._rows]
