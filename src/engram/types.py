@@ -98,6 +98,12 @@ class Retrieval:
     # why a graph method ranked by dense similarity instead ("" when it did not fall back)
     fallback_reason: str = ""
 
+    @property
+    def fell_back(self) -> bool:
+        """A graph method ranked by dense similarity instead (`fallback_reason` says why); REST, MCP and
+        `engram retrieve --json` report this same value."""
+        return bool(self.fallback_reason)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -131,3 +137,5 @@ class IndexReport:
     # ids of the documents this call added and of those whose content it replaced (index, update)
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    # ids of the documents this call deleted (delete; unknown ids are in `skipped`)
+    deleted: list[str] = field(default_factory=list)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from engram.llm.base import ChatModel
 from engram.memory import Memory
-from engram.settings import resolve_llm
+from engram.settings import check_target, resolve_llm
 from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport, Retrieval
 
@@ -45,6 +45,7 @@ def say(message: str) -> None:
 
 def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
     """The memory of `--memory`; commands without the LLM flags open it without an LLM."""
+    check_target(args.memory)
     path = None if is_database_url(args.memory) else Path(args.memory)  # postgresql://...: no directory
     llm = None
     if hasattr(args, "llm_model"):
@@ -96,6 +97,7 @@ def retrieval_json(r: Retrieval) -> dict[str, Any]:
         "seeds": [[s.phrase, s.weight] for s in r.seeds],
         "filtered": r.filtered,
         "pending": r.pending,
+        "fell_back": r.fell_back,
         "fallback_reason": r.fallback_reason,
     }
 

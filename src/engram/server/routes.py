@@ -183,6 +183,8 @@ _NAMED_ROUTE = re.compile(r"memories/(.+?)(?:/(?:documents|retrieve|answer|graph
 
 
 def _queries(body: RetrieveRequest) -> list[str]:
+    if body.query is not None and body.queries is not None:  # which one was meant? refuse, never pick one
+        raise bad_input('give "query" (one question) or "queries" (a list of questions), not both')
     queries = body.all_queries()
     if not queries:
         raise bad_input("query: give a question (query) or a list of questions (queries)")
