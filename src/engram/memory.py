@@ -14,7 +14,7 @@ from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder
 from engram.errors import LLM_HINT, InputError, LLMError
 from engram.extract.importers import ExtractionSet, as_extraction_set
-from engram.extract.offline import OfflineSession, resolve_extractor
+from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extractor
 from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
@@ -89,7 +89,7 @@ class Memory:
             warm=warm_view if self.config.retrieve.query_links else None,
         )
         self._session: LLMSession | None = None
-        self.extractor = resolve_extractor(extractor)
+        self.extractor = resolve_extractor(extractor, self._store.get_meta(EXTRACTOR_KEY))
         self._offline: OfflineSession | None = None
         self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
         self._peers = PeerSet(None if self.url else PeerTables(self.path / DB_NAME), self._peer_host)
@@ -195,10 +195,18 @@ class Memory:
         return self._finish(retry_conflicts(lambda: self._writer.delete(ids)))
 
     def _finish(self, report: IndexReport) -> IndexReport:
+        self._record_extractor()
         report.stats = self._live.stats()
         report.pending, report.dropped_triples = report.stats["pending"], self._live.dropped()
         self._peers.after_write(report)  # the peer methods follow the commit (engram.retrieve.peers)
         return report
+
+    def _record_extractor(self) -> None:
+        """After a write: remember the extractor in force, so that the next open without one (`engram index`
+        with no --extractor) extracts new passages the same way instead of leaving them pending."""
+        if self._store.get_meta(EXTRACTOR_KEY) != self.extractor:
+            with self._store.transaction() as db:
+                self._store.set_meta(db, EXTRACTOR_KEY, self.extractor)
 
     def extract(
         self, progress: Progress | None = None, max_tokens: int | None = None, redo: str | None = None
@@ -288,6 +296,7 @@ class Memory:
             "documents": self._store.counts()["documents"],
             "generation": self._live.generation,
             "embedder": self.embedder.identity,
+            "extractor": self.extractor,
             "llm": usage_stats(self._store),
         }
 
