@@ -195,3 +195,20 @@ def test_mcp_remember_keeps_the_metadata_it_is_given(tmp_path: Path) -> None:
     results = mcp_calls(tmp_path, [("remember", note), ("list_documents", {})])
     assert not results[0].is_error, text_of(results[0])
     assert results[1].structured_content["documents"] == [{"id": "a", "metadata": {"source": "chat", "turn": 3}}]
+
+
+def test_rest_put_replaces_the_whole_document_and_says_so(tmp_path: Path) -> None:
+    """PUT is replace (documented in the OpenAPI schema and README): metadata and title left out are cleared."""
+    url = "/v1/memories/notes"
+    with rest(tmp_path) as server, server.client() as http:
+        doc = {"id": "a", "text": "Alice lives in Lyon.", "title": "Alice", "metadata": {"source": "wiki"}}
+        http.post(f"{url}/documents", json={"documents": [doc]})
+        http.put(f"{url}/documents/a", json={"text": "Alice lives in Paris."})
+        assert http.get(f"{url}/documents").json()["documents"] == [{"id": "a", "metadata": {}}]
+        found = http.post(f"{url}/retrieve", json={"query": "Alice", "method": "dense"}).json()["results"][0]
+        assert found["passages"][0]["title"] is None and found["passages"][0]["text"] == "Alice lives in Paris."
+        put = http.get("/openapi.json").json()["paths"]["/v1/memories/{name}/documents/{doc_id}"]["put"]
+        assert "PUT is replace, not merge" in put["description"]
+        assert "cleared, not kept" in put["description"]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "PUT replaces the whole document" in readme

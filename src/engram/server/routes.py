@@ -100,7 +100,9 @@ def _document_routes(router: APIRouter, scope: Scope) -> None:
 
     @router.put("/memories/{name}/documents/{doc_id:path}", tags=["documents"])
     def update(name: str, doc_id: str, body: UpdateDocument, key: Caller, response: Response) -> dict[str, Any]:
-        """Replace a document (an unknown id is added); unchanged chunks keep their extractions."""
+        """Replace a document: PUT is replace, not merge. Its text, title and metadata become what the body
+        holds; a title or metadata left out is cleared, not kept (send them again to keep them). An unknown id
+        is added. Unchanged chunks keep their extractions, so resending the same text costs no LLM call."""
         if len(doc_id) > MAX_ID:
             raise bad_input(f"document ids are at most {MAX_ID} characters (this one has {len(doc_id)})")
         doc = Document(doc_id, body.text, body.title, dict(body.metadata))

@@ -37,9 +37,11 @@ class AddDocuments(_Body):
 
 
 class UpdateDocument(_Body):
-    text: str
-    title: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    """The whole new document (PUT replaces: what is left out is cleared)."""
+
+    text: str = Field(description="the new text")
+    title: str | None = Field(default=None, description="the new title; left out: no title")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the new metadata; left out: none")
     extractions: list[dict[str, Any]] | None = None
     wait: bool = Field(default=False, strict=True)
 
