@@ -172,3 +172,20 @@ def test_mcp_uses_rest_names_and_writes_answer_briefly(tmp_path: Path) -> None:
     assert old_name.is_error and "question" in text(old_name) and "Extra inputs" in text(old_name)
     assert forgot.structured_content == {"deleted": ["a"]}
     assert len(json.dumps(added.structured_content)) < 120  # no timings, no stats
+
+
+@pytest.mark.skipif(importlib.util.find_spec("spacy") is None, reason="needs the nlp extra")
+def test_extract_runs_the_llm_on_a_memory_built_with_spacy(
+    tmp_path: Path, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fake_openai import openie_answer
+
+    fake_llm.handler = lambda request: reply(openie_answer(request) or "{}")
+    mem = str(tmp_path / "m")
+    assert main(["index", write(tmp_path / "a.md", "Marie Curie was born in Warsaw."), "-m", mem, *HASH,
+                 "--extractor", "spacy"]) == 0  # fmt: skip
+    llm = ["--llm-base-url", fake_llm.base_url, "--llm-model", "fake-model"]
+    assert main(["extract", "-m", mem, *llm, "--redo", "other"]) == 0  # not "configure one (and not spacy)"
+    assert "extracted 1 passages" in capsys.readouterr().err
+    with Memory(mem, llm=False) as memory:
+        assert memory.extractor == "llm"  # the memory is the LLM's now: the next index extracts with it

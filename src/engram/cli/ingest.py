@@ -71,7 +71,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
             print_estimate(memory.estimate(), memory.llm)
         return 0
     bars = Bars(args.progress)
-    with open_memory(args) as memory:
+    with open_memory(args, extractor="llm") as memory:  # `extract` runs the LLM, whoever built the memory
         try:
             report = memory.extract(progress=bars, max_tokens=args.max_tokens, redo=args.redo)
         finally:
