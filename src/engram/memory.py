@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -90,6 +91,7 @@ class Memory:
         )
         self._session: LLMSession | None = None
         self.extractor = resolve_extractor(extractor, self._store.get_meta(EXTRACTOR_KEY))
+        self._extractor_chosen = bool(extractor or os.environ.get("ENGRAM_EXTRACTOR"))  # not just remembered
         self._offline: OfflineSession | None = None
         self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
         self._peers = PeerSet(None if self.url else PeerTables(self.path / DB_NAME), self._peer_host)
@@ -218,6 +220,8 @@ class Memory:
         replaying cached replies. A passage whose re-extraction fails keeps its earlier triples."""
         if self.llm is None:
             raise LLMError("no LLM configured: " + LLM_HINT)
+        if not self._extractor_chosen:  # extract runs the LLM, whoever built the memory (unless told otherwise)
+            self.extractor = "llm"
         report = IndexReport()
         retry_conflicts(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
         return self._finish(report)
