@@ -57,14 +57,14 @@ async def exercise(client: Client, expected: list[tuple[str, float]]) -> dict[st
     assert [(p["id"], p["score"]) for p in recalled["passages"]] == expected
     assert recalled["seeds"] and recalled["candidate_facts"]  # the why comes along
     note = {"text": "Marie Curie discovered polonium in Paris.", "id": "curie", "title": "Curie"}
-    assert data(await client.call_tool("remember", note))["report"]["documents"] == 1
+    assert data(await client.call_tool("remember", note))["added"] == ["curie"]
     again = data(await client.call_tool("recall", {"query": "Who discovered polonium?", "top_k": 1}))
     assert again["passages"][0]["id"] == "curie"
     assert [d["id"] for d in data(await client.call_tool("list_documents", {"prefix": "cu"}))["documents"]] == ["curie"]
-    assert data(await client.call_tool("forget", {"document_id": "curie"}))["report"]["documents"] == 1
+    assert data(await client.call_tool("forget", {"document_id": "curie"})) == {"deleted": ["curie"]}
     assert "not_found" in error_text(await client.call_tool("forget", {"document_id": "curie"}))
     assert "bad_input" in error_text(await client.call_tool("stats", {"memory": "../x"}))
-    answered = await client.call_tool("answer", {"question": "Where was Alice Moreau born?"})
+    answered = await client.call_tool("answer", {"query": "Where was Alice Moreau born?"})
     return {"error": error_text(answered)} if answered.is_error else data(answered)
 
 

@@ -135,6 +135,9 @@ class MemoryConfig:
         for name, kind in (("chunk", ChunkConfig), ("graph", GraphConfig), ("retrieve", RetrieveConfig)):
             values = data.get(name, {})
             known = {f.name for f in fields(kind)}
+            if not isinstance(values, dict):
+                listed = ", ".join(sorted(known))
+                raise InputError(f'"{name}" must be a JSON object of settings ({listed}), not {values!r}')
             unknown = set(values) - known
             if unknown:
                 raise InputError(f"unknown {name} settings {sorted(unknown)}; known: {sorted(known)}")

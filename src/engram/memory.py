@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
@@ -15,7 +16,7 @@ from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder
 from engram.errors import LLM_HINT, InputError, LLMError
 from engram.extract.importers import ExtractionSet, as_extraction_set
-from engram.extract.offline import OfflineSession, resolve_extractor
+from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extractor
 from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
@@ -90,7 +91,8 @@ class Memory:
             warm=warm_view if self.config.retrieve.query_links else None,
         )
         self._session: LLMSession | None = None
-        self.extractor = resolve_extractor(extractor)
+        self.extractor = resolve_extractor(extractor, self._store.get_meta(EXTRACTOR_KEY))
+        self._extractor_chosen = bool(extractor or os.environ.get("ENGRAM_EXTRACTOR"))  # not just remembered
         self._offline: OfflineSession | None = None
         self._writer = Writer(self._store, self._live, self.config.chunk, self._extraction_session)
         self._peers = PeerSet(None if self.url else PeerTables(self.path / DB_NAME), self._peer_host)
@@ -197,10 +199,18 @@ class Memory:
         return self._finish(retry_conflicts(lambda: self._writer.delete(ids)))
 
     def _finish(self, report: IndexReport) -> IndexReport:
+        self._record_extractor()
         report.stats = self._live.stats()
         report.pending, report.dropped_triples = report.stats["pending"], self._live.dropped()
         self._peers.after_write(report)  # the peer methods follow the commit (engram.retrieve.peers)
         return report
+
+    def _record_extractor(self) -> None:
+        """After a write: remember the extractor in force, so that the next open without one (`engram index`
+        with no --extractor) extracts new passages the same way instead of leaving them pending."""
+        if self._store.get_meta(EXTRACTOR_KEY) != self.extractor:
+            with self._store.transaction() as db:
+                self._store.set_meta(db, EXTRACTOR_KEY, self.extractor)
 
     def extract(
         self, progress: Progress | None = None, max_tokens: int | None = None, redo: str | None = None
@@ -212,6 +222,8 @@ class Memory:
         replaying cached replies. A passage whose re-extraction fails keeps its earlier triples."""
         if self.llm is None:
             raise LLMError("no LLM configured: " + LLM_HINT)
+        if not self._extractor_chosen:  # extract runs the LLM, whoever built the memory (unless told otherwise)
+            self.extractor = "llm"
         report = IndexReport()
         retry_conflicts(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
         return self._finish(report)
@@ -290,6 +302,7 @@ class Memory:
             "documents": self._store.counts()["documents"],
             "generation": self._live.generation,
             "embedder": self.embedder.identity,
+            "extractor": self.extractor,
             "llm": usage_stats(self._store),
         }
 

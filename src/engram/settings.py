@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,13 @@ from engram.embed.base import Embedder
 from engram.errors import InputError
 from engram.llm.base import ChatModel
 from engram.store.manifest import recorded_embedder
+from engram.store.pg_schema import SCHEMES, is_database_url
 
 CONFIG_FILE = "config.json"
 TRUST_VARIABLE = "ENGRAM_TRUST_MEMORY_CONFIG"
 UNTRUSTED_LLM_KEYS = ("base_url", "api_key_env")
 logger = logging.getLogger(__name__)
+_URL_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # "scheme://": a URL, not a directory name
 
 
 def read_config_file(memory_dir: Path, name: str = CONFIG_FILE) -> dict[str, Any]:
@@ -41,7 +44,7 @@ def read_config_file(memory_dir: Path, name: str = CONFIG_FILE) -> dict[str, Any
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, or bytes that are not UTF-8
         raise InputError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InputError(f"{path} must hold a JSON object")
@@ -91,7 +94,12 @@ def llm_config_section(memory_dir: Path | None) -> dict[str, Any]:
 
 
 def load_file_config(memory_dir: Path) -> MemoryConfig:
-    return MemoryConfig.from_dict(read_config_file(memory_dir))
+    """The settings of the memory's config.json; a wrong one is refused naming the file to fix."""
+    try:
+        return MemoryConfig.from_dict(read_config_file(memory_dir))
+    except InputError as exc:
+        where = str(memory_dir / CONFIG_FILE)
+        raise InputError(str(exc) if where in str(exc) else f"{where}: {exc}") from None
 
 
 def resolve_embedder(embedder: Embedder | str | None, memory_dir: Path | None = None) -> Embedder:
@@ -136,11 +144,23 @@ def resolve_llm(
     return make_chat(llm_settings(section, base_url=base_url, model=model, api_key=api_key, **options))
 
 
+def check_target(target: object) -> None:
+    """Refuse a URL of a store engram has no backend for: `Path("mysql://x/y")` would quietly make the
+    directory mysql:/x/y. Callers that turn --memory into a Path call this first."""
+    scheme = _URL_SCHEME.match(target) if isinstance(target, str) else None
+    if scheme and not is_database_url(target):
+        raise InputError(
+            f"{scheme.group(1)}:// is not a store engram supports: give a directory, or a PostgreSQL URL "
+            f"({' or '.join(SCHEMES)}...)"
+        )
+
+
 def checked_arguments(path: object, llm: object, config: object) -> MemoryConfig | None:
     """`Memory`'s `path`, `llm` and `config` checked for their kind (an error says what to pass); a `config`
     given as a dict, the shape of config.json, is read as one."""
     if not isinstance(path, (str, Path)) or not str(path).strip():
         raise InputError(f"a memory's path is a directory (str or Path) or a postgresql:// URL, not {path!r}")
+    check_target(path)
     if llm is not None and llm is not False and not callable(getattr(llm, "complete", None)):
         raise InputError(
             f"llm takes a chat model (engram.llm), None (configured by the environment) or False, not {llm!r}; "

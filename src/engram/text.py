@@ -29,9 +29,12 @@ def normalize_phrase(text: str) -> str:
 
 
 def clean_text(text: str) -> str:
-    """NFC-normalise and drop control characters other than newlines and tabs."""
-    text = unicodedata.normalize("NFC", text)
-    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch)[0] != "C")
+    """NFC-normalise, turn CR LF and lone CR into LF, and drop the other C0/C1 control characters (tab and
+    newline stay). Everything else is kept exactly: format characters (U+FEFF, zero-width joiners, bidi
+    marks) carry meaning in emoji sequences and several scripts, and private-use or not yet assigned code
+    points are someone's text too. Lone surrogates are refused before this runs (`prepare.check_unicode`)."""
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs"))
 
 
 def valid_unicode(text: str) -> str:

@@ -101,6 +101,12 @@ class Retrieval:
     # one line on which signals ranked the passages (PageRank seeds, dense cosine, BM25)
     signals: str = ""
 
+    @property
+    def fell_back(self) -> bool:
+        """A graph method ranked by dense similarity instead (`fallback_reason` says why); REST, MCP and
+        `engram retrieve --json` report this same value."""
+        return bool(self.fallback_reason)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -134,3 +140,5 @@ class IndexReport:
     # ids of the documents this call added and of those whose content it replaced (index, update)
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    # ids of the documents this call deleted (delete; unknown ids are in `skipped`)
+    deleted: list[str] = field(default_factory=list)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from engram.llm.base import ChatModel
 from engram.memory import Memory
-from engram.settings import resolve_llm
+from engram.settings import check_target, resolve_llm
 from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport, Retrieval
 
@@ -43,14 +43,16 @@ def say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def open_memory(args: argparse.Namespace, create: bool = False) -> Memory:
-    """The memory of `--memory`; commands without the LLM flags open it without an LLM."""
+def open_memory(args: argparse.Namespace, create: bool = False, extractor: str | None = None) -> Memory:
+    """The memory of `--memory`; commands without the LLM flags open it without an LLM. `extractor` (else
+    --extractor, else the one the memory remembers) says who extracts new passages."""
+    check_target(args.memory)
     path = None if is_database_url(args.memory) else Path(args.memory)  # postgresql://...: no directory
     llm = None
     if hasattr(args, "llm_model"):
         concurrency = getattr(args, "llm_concurrency", None)
         llm = resolve_llm(path, args.llm_base_url, args.llm_model, max_concurrency=concurrency)
-    extractor = getattr(args, "extractor", None)
+    extractor = extractor or getattr(args, "extractor", None)
     chat: ChatModel | Literal[False] = llm if llm is not None else False
     target = args.memory if path is None else path
     return Memory(target, embedder=args.embedder, llm=chat, create=create, extractor=extractor)
@@ -96,6 +98,7 @@ def retrieval_json(r: Retrieval) -> dict[str, Any]:
         "seeds": [[s.phrase, s.weight] for s in r.seeds],
         "filtered": r.filtered,
         "pending": r.pending,
+        "fell_back": r.fell_back,
         "fallback_reason": r.fallback_reason,
         "signals": r.signals,
     }

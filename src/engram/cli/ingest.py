@@ -12,8 +12,10 @@ from engram.memory import Memory
 STRICT_EXIT = 3  # --strict: passages failed extraction
 
 
-def report_failures(memory: Memory, strict: bool) -> int:
-    """Say how many stored passages failed extraction and why (commonest reasons first); the exit code."""
+def report_failures(memory: Memory, strict: bool, extracted: int = 0, failed: int = 0) -> int:
+    """Say how many stored passages failed extraction and why (commonest reasons first); the exit code:
+    STRICT_EXIT with --strict when any failed, and always when every passage this run tried (`extracted` +
+    `failed`) failed: such a run did nothing it was asked to, and a script must not read it as success."""
     reasons = memory.extraction_failures()
     total = sum(reasons.values())
     if not total:
@@ -22,6 +24,9 @@ def report_failures(memory: Memory, strict: bool) -> int:
     for reason, count in list(reasons.items())[:3]:
         say(f"  {count} x {reason[:200]}")
     say("the next `engram index`, `engram sync` or `engram extract` with an LLM retries them")
+    if failed and not extracted:
+        say(f"every passage this run tried ({failed}) failed extraction: check the LLM settings and the reasons above")
+        return STRICT_EXIT
     return STRICT_EXIT if strict else 0
 
 
@@ -57,7 +62,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                 print(f"{label:<8} {doc_id}")
         report_index(report)
         report_llm(report)
-        return report_failures(memory, args.strict)
+        return report_failures(memory, args.strict, report.extracted, report.failed)
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -66,14 +71,14 @@ def cmd_extract(args: argparse.Namespace) -> int:
             print_estimate(memory.estimate(), memory.llm)
         return 0
     bars = Bars(args.progress)
-    with open_memory(args) as memory:
+    with open_memory(args, extractor="llm") as memory:  # `extract` runs the LLM, whoever built the memory
         try:
             report = memory.extract(progress=bars, max_tokens=args.max_tokens, redo=args.redo)
         finally:
             bars.close()
         report_index(report, "extracted")
         report_llm(report)
-        return report_failures(memory, args.strict)
+        return report_failures(memory, args.strict, report.extracted, report.failed)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -102,7 +107,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if report.extracted or report.failed:
             who = "spaCy (offline)" if memory.extractor == "spacy" else "the LLM"
             say(f"extractions: {report.extracted} by {who}, {report.failed} failed")
-        return report_failures(memory, args.strict)
+        return report_failures(memory, args.strict, report.extracted, report.failed)
 
 
 def add_extractor(p: argparse.ArgumentParser) -> None:
@@ -118,7 +123,8 @@ def add_strict(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help=f"exit with status {STRICT_EXIT} when passages failed extraction (for scripts)",
+        help=f"exit with status {STRICT_EXIT} when passages failed extraction (for scripts); without it the exit "
+        f"is {STRICT_EXIT} only when every passage the run tried failed",
     )
 
 

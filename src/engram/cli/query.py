@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from engram.cli.common import add_common, command, open_memory, print_retrieval, retrieval_json, say
 from engram.errors import EngramError
@@ -11,17 +12,23 @@ from engram.errors import EngramError
 DEFAULT_BUDGET = 6000  # tokens of all segments per question: Memory.segments' default
 
 
-def _queries(args: argparse.Namespace) -> list[str]:
+def _asked(args: argparse.Namespace) -> list[tuple[str | None, str]]:
+    """(question id, question) in order: questions typed on the command line have no id, those of
+    --questions FILE the id of their row, which the --json rows carry back."""
     from engram.eval.data import load_questions
 
-    queries = list(args.query or [])
+    asked: list[tuple[str | None, str]] = [(None, q) for q in args.query or []]
     if args.questions:
-        queries += [q.question for q in load_questions(args.questions)]
-    if not queries:
+        asked += [(q.id, q.question) for q in load_questions(args.questions)]
+    if not asked:
         raise EngramError("give a question, or --questions FILE.jsonl")
     if args.limit is not None and args.limit < 1:
         raise EngramError("--limit must be at least 1 (leave it out for every question)")
-    return queries[: args.limit] if args.limit else queries
+    return asked[: args.limit] if args.limit else asked
+
+
+def _with_id(question_id: str | None, row: dict[str, Any]) -> dict[str, Any]:
+    return row if question_id is None else {"id": question_id, **row}
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
@@ -29,13 +36,14 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
         return _print_segments(args)
     if args.budget_tokens is not None:
         raise EngramError("--budget-tokens sizes the segments of --segments: add --segments, or drop it")
+    asked = _asked(args)
     with open_memory(args) as memory:
         if memory.llm is None and args.method == "hipporag2":
             say("no LLM configured: the recognition filter is skipped")
-        results = memory.retrieve(_queries(args), top_k=args.top_k, method=args.method)
-    for r in results:
+        results = memory.retrieve([q for _, q in asked], top_k=args.top_k, method=args.method)
+    for (question_id, _), r in zip(asked, results):
         if args.json:
-            print(json.dumps(retrieval_json(r), ensure_ascii=False))
+            print(json.dumps(_with_id(question_id, retrieval_json(r)), ensure_ascii=False))
         else:
             print_retrieval(r)
     if results and results[0].pending and not args.json:
@@ -46,8 +54,9 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 def _print_segments(args: argparse.Namespace) -> int:
     with open_memory(args) as memory:
         budget = DEFAULT_BUDGET if args.budget_tokens is None else args.budget_tokens
-        found = memory.segments(_queries(args), base=args.method, budget_tokens=budget)
-    for result in found:
+        asked = _asked(args)
+        found = memory.segments([q for _, q in asked], base=args.method, budget_tokens=budget)
+    for (question_id, _), result in zip(asked, found):
         rows = [
             {
                 "doc_id": s.doc_id,
@@ -60,7 +69,8 @@ def _print_segments(args: argparse.Namespace) -> int:
             for s in result.segments
         ]
         if args.json:
-            print(json.dumps({"query": result.query, "base": result.base, "segments": rows}, ensure_ascii=False))
+            row = {"query": result.query, "base": result.base, "segments": rows}
+            print(json.dumps(_with_id(question_id, row), ensure_ascii=False))
             continue
         print(f"? {result.query}  ({len(rows)} segments over {result.base})")
         for seg in result.segments:
@@ -72,21 +82,18 @@ def _print_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    asked = _asked(args)
     with open_memory(args) as memory:
-        answers = memory.answer(_queries(args), top_k=args.top_k, method=args.method)
-    for a in answers:
+        answers = memory.answer([q for _, q in asked], top_k=args.top_k, method=args.method)
+    for (question_id, _), a in zip(asked, answers):
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "query": a.query,
-                        "answer": a.answer,
-                        "passages": [p.id for p in a.passages],
-                        "facts": [list(f.triple) for f in a.facts],
-                    },
-                    ensure_ascii=False,
-                )
-            )
+            row = {
+                "query": a.query,
+                "answer": a.answer,
+                "passages": [p.id for p in a.passages],
+                "facts": [list(f.triple) for f in a.facts],
+            }
+            print(json.dumps(_with_id(question_id, row), ensure_ascii=False))
         else:
             print(f"? {a.query}\n{a.answer}")
             print("  from: " + ", ".join(p.id for p in a.passages))
@@ -94,6 +101,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """Stats are JSON either way; `--json` is accepted as every other command that prints JSON takes it."""
     with open_memory(args) as memory:
         print(json.dumps(memory.stats(), indent=2, sort_keys=True))
     return 0
@@ -155,7 +163,8 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Documents, passages, phrases, facts, edges, pending and failed extractions, and the LLM usage so far, "
         "as JSON.",
         """engram stats --memory my.engram
-engram stats --memory my.engram | jq .facts""",
+engram stats --memory my.engram --json | jq .facts""",
     )
     add_common(stats, llm=False, progress=False)
+    stats.add_argument("--json", action="store_true", help="JSON (the only format stats print; for scripts)")
     stats.set_defaults(func=cmd_stats)

@@ -98,10 +98,14 @@ def is_offline_source(source: str) -> bool:
 EXTRACTORS = ("llm", "spacy")
 
 
-def resolve_extractor(name: str | None) -> str:
-    """`name`, else $ENGRAM_EXTRACTOR, else "llm" (extract with the configured LLM, or leave passages
-    pending without one); "spacy" extracts offline. An unknown name is an InputError listing the choices."""
-    chosen = (name or os.environ.get("ENGRAM_EXTRACTOR") or "llm").strip().lower()
+EXTRACTOR_KEY = "extractor"  # the meta key under which a memory records the extractor it was written with
+
+
+def resolve_extractor(name: str | None, recorded: str | None = None) -> str:
+    """`name`, else $ENGRAM_EXTRACTOR, else `recorded` (the extractor the memory was last written with, as a
+    memory remembers its embedder), else "llm" (extract with the configured LLM, or leave passages pending
+    without one); "spacy" extracts offline. An unknown name is an InputError listing the choices."""
+    chosen = (name or os.environ.get("ENGRAM_EXTRACTOR") or recorded or "llm").strip().lower()
     if chosen not in EXTRACTORS:
         raise InputError(f"unknown extractor {chosen!r}: use one of {', '.join(EXTRACTORS)}")
     return chosen

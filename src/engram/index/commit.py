@@ -118,10 +118,22 @@ class VectorSource:
 
 def _place(cached: dict[str, bytes], wanted: dict[str, list[int]], out: Vectors) -> None:
     """Write cached vectors into the rows of `out` that want them, in one step, and take their texts off
-    `wanted`."""
+    `wanted`. A cached blob of the wrong length (a damaged row) is no vector of this embedder: it stays
+    wanted, so the text is embedded again and the cache row rewritten, and a warning says so."""
     at: list[int] = []
     blobs: list[bytes] = []
+    size = out.shape[1] * 4  # float32
+    wrong = [h for h, blob in cached.items() if len(blob) != size]
+    if wrong:
+        log.warning(
+            "%d cached embeddings have the wrong length (not %d bytes; the embedding cache was damaged): "
+            "embedding their texts again",
+            len(wrong),
+            size,
+        )
     for h, blob in cached.items():
+        if len(blob) != size:
+            continue
         rows = wanted.pop(h)
         at.extend(rows)
         blobs.extend([blob] * len(rows))

@@ -127,7 +127,7 @@ class Writer:
         present = [d for d in ids if d in known]
         if present:
             self.ingest(Prepared(), present, ExtractionSet(), report, None, None, expected)
-            report.documents = len(present)
+            report.documents, report.deleted = len(present), present
         return report
 
     def ingest(

@@ -65,6 +65,7 @@ def as_document(item: object) -> Document:
     check_unicode(doc.id, f"document id {doc.id!r}")
     if not isinstance(doc.text, str):
         raise InputError(f"document {doc.id!r}: text must be str, not {type(doc.text).__name__}")
+    check_unicode(doc.text, f"the text of document {doc.id!r}")
     if "\x00" in doc.text:
         raise InputError(f"document {doc.id!r} contains NUL bytes: it looks binary; index text only")
     if doc.title is not None:
@@ -88,9 +89,13 @@ def check_unicode(value: str, what: str) -> None:
 def _check_metadata(doc: Document) -> None:
     if not isinstance(doc.metadata, Mapping):
         raise InputError(f"document {doc.id!r}: metadata must be a dict, not {type(doc.metadata).__name__}")
-    try:
-        json.dumps(dict(doc.metadata), ensure_ascii=False).encode("utf-8")
+    try:  # allow_nan=False: NaN and Infinity would be stored as JSON that other readers refuse
+        json.dumps(dict(doc.metadata), ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
+        if "Out of range float" in str(exc):
+            raise InputError(
+                f"document {doc.id!r}: metadata holds NaN or Infinity, which JSON cannot store: use null or a string"
+            ) from None
         raise InputError(
             f"document {doc.id!r}: metadata must be JSON (strings, numbers, lists, dicts): {exc}"
         ) from None

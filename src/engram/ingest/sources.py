@@ -4,6 +4,7 @@ folders of them and JSONL/JSON corpora."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from engram.types import Document
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 CORPUS_SUFFIXES = {".jsonl", ".json"}
+MAX_FILE_VARIABLE = "ENGRAM_MAX_FILE_MB"
+DEFAULT_MAX_FILE_MB = 50.0
 
 
 # A document read from a folder carries the folder's absolute path under this metadata key: `engram sync`
@@ -34,9 +37,33 @@ def _visible_files(folder: Path) -> Iterator[Path]:
             yield path
 
 
+def max_file_bytes() -> int:
+    """The largest text file read: $ENGRAM_MAX_FILE_MB megabytes, by default 50. A text of 50 MB is some 8
+    million words, about 30,000 passages: hours of LLM extraction. A bigger file is more likely a log, a dump
+    or a device than a document, and it is held in memory whole (its decoded text up to four times over)."""
+    raw = os.environ.get(MAX_FILE_VARIABLE, "").strip()
+    try:
+        megabytes = float(raw) if raw else DEFAULT_MAX_FILE_MB
+    except ValueError:
+        megabytes = -1.0
+    if not megabytes > 0 or megabytes == float("inf"):
+        raise InputError(f"{MAX_FILE_VARIABLE}={raw!r} is not a size: give megabytes, e.g. 200")
+    return int(megabytes * 1_000_000)
+
+
 def read_text_file(path: Path) -> str:
-    """The file's text; InputError when it looks binary or is not UTF-8."""
-    data = path.read_bytes()
+    """The file's text; InputError when it is not a regular file (a device such as /dev/zero, a pipe), is
+    larger than `max_file_bytes()`, looks binary or is not UTF-8."""
+    if not path.is_file():
+        raise InputError(f"{path} is not a regular file (a device, a pipe or a socket); only text files are read")
+    limit = max_file_bytes()
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)  # never more, whatever the file's size says
+    if len(data) > limit:
+        raise InputError(
+            f"{path} is larger than {limit / 1e6:g} MB, the most engram reads from one text file: split it, or "
+            f"raise the limit with {MAX_FILE_VARIABLE}=MEGABYTES"
+        )
     if b"\x00" in data[:8192]:
         raise InputError(f"{path} looks binary (NUL bytes); only text files are indexed")
     try:
@@ -78,6 +105,8 @@ def collect(paths: list[str]) -> Collected:
             raise InputError(f"{raw}: no such file or folder")
         if path.is_dir():
             folder_documents(path, out)
+        elif not path.is_file():
+            out.skipped[raw] = "not a regular file (a device, a pipe or a socket); only files and folders are read"
         elif path.suffix.lower() in CORPUS_SUFFIXES:
             out.documents.extend(load_corpus(path))
         else:

@@ -11,6 +11,7 @@ from typing import Any
 
 from engram.errors import InputError
 from engram.server.settings import DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
+from engram.settings import check_target
 from engram.store.pg_schema import is_database_url
 
 SERVE_EXAMPLES = """examples:
@@ -98,6 +99,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 def _memory_target(memory: str | None) -> Path | str | None:
     """--memory as `Memory` takes it: a directory, or a postgresql:// URL kept as text."""
+    check_target(memory)
     if memory is None or is_database_url(memory):
         return memory
     return Path(memory)
@@ -162,12 +164,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from engram.server.mcp_tools import build_mcp
     from engram.server.registry import Registry
     from engram.server.service import Service
+    from engram.server.stdio_guard import answered_stdio
 
     settings = settings_from(args, keys=False)
     limit_blas(args.blas_threads)
     registry, jobs = Registry(settings), Jobs(settings.job_workers)
     try:
-        build_mcp(Service(registry, jobs), Access([])).run("stdio")
+        with answered_stdio():  # malformed lines get a JSON-RPC error instead of silence
+            build_mcp(Service(registry, jobs), Access([])).run("stdio")
     finally:
         jobs.close()
         registry.close()

@@ -100,7 +100,9 @@ def _document_routes(router: APIRouter, scope: Scope) -> None:
 
     @router.put("/memories/{name}/documents/{doc_id:path}", tags=["documents"])
     def update(name: str, doc_id: str, body: UpdateDocument, key: Caller, response: Response) -> dict[str, Any]:
-        """Replace a document (an unknown id is added); unchanged chunks keep their extractions."""
+        """Replace a document: PUT is replace, not merge. Its text, title and metadata become what the body
+        holds; a title or metadata left out is cleared, not kept (send them again to keep them). An unknown id
+        is added. Unchanged chunks keep their extractions, so resending the same text costs no LLM call."""
         if len(doc_id) > MAX_ID:
             raise bad_input(f"document ids are at most {MAX_ID} characters (this one has {len(doc_id)})")
         doc = Document(doc_id, body.text, body.title, dict(body.metadata))
@@ -183,6 +185,8 @@ _NAMED_ROUTE = re.compile(r"memories/(.+?)(?:/(?:documents|retrieve|answer|graph
 
 
 def _queries(body: RetrieveRequest) -> list[str]:
+    if body.query is not None and body.queries is not None:  # which one was meant? refuse, never pick one
+        raise bad_input('give "query" (one question) or "queries" (a list of questions), not both')
     queries = body.all_queries()
     if not queries:
         raise bad_input("query: give a question (query) or a list of questions (queries)")

@@ -31,27 +31,33 @@ class AddDocuments(_Body):
         default=None,
         description="precomputed extractions ({'id', 'entities', 'triples'} per passage, engram/shared JSONL rows)",
     )
-    wait: bool = Field(default=False, description="when the write runs as a job, answer once it has finished")
+    wait: bool = Field(
+        default=False, strict=True, description="when the write runs as a job, answer once it has finished"
+    )
 
 
 class UpdateDocument(_Body):
-    text: str
-    title: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    """The whole new document (PUT replaces: what is left out is cleared)."""
+
+    text: str = Field(description="the new text")
+    title: str | None = Field(default=None, description="the new title; left out: no title")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="the new metadata; left out: none")
     extractions: list[dict[str, Any]] | None = None
-    wait: bool = False
+    wait: bool = Field(default=False, strict=True)
 
 
 class RetrieveRequest(_Body):
     query: str | None = Field(default=None, description="one question")
     queries: list[str] | None = Field(default=None, description="several questions (one result each)")
-    top_k: int = Field(default=5, ge=1, le=200)
+    top_k: int = Field(default=5, ge=1, le=200, strict=True)  # strict: "5" and true are refused, not read as 5, 1
     method: str = Field(default="hipporag2", description="hipporag2, dense, bm25, hipporag1, ...")
 
     def all_queries(self) -> list[str]:
-        items = ([self.query] if self.query is not None else []) + list(self.queries or [])
-        return items
+        """The questions asked: `query` or `queries` (the routes refuse a request with both)."""
+        return [self.query] if self.query is not None else list(self.queries or [])
 
 
 class AnswerRequest(RetrieveRequest):
-    stream: bool = Field(default=False, description="server-sent events: one 'answer' event per query, then 'done'")
+    stream: bool = Field(
+        default=False, strict=True, description="server-sent events: one 'answer' event per query, then 'done'"
+    )

@@ -20,7 +20,6 @@ def fact_json(f: Fact) -> dict[str, Any]:
 def retrieval_json(r: Retrieval, requested: str) -> dict[str, Any]:
     """A `Retrieval` with the why: candidate facts, the facts the filter kept, seed phrases and weights,
     whether the filter ran and whether (and why) a graph method fell back to dense ranking."""
-    reason = r.fallback_reason or None
     return {
         "query": r.query,
         "method": r.method,
@@ -30,8 +29,8 @@ def retrieval_json(r: Retrieval, requested: str) -> dict[str, Any]:
         "facts": [fact_json(f) for f in r.facts],
         "seeds": [{"phrase": s.phrase, "weight": s.weight} for s in r.seeds],
         "filtered": r.filtered,
-        "fell_back": reason is not None,
-        "fallback_reason": reason,
+        "fell_back": r.fell_back,
+        "fallback_reason": r.fallback_reason or None,
         "pending": r.pending,
         "signals": r.signals,
     }

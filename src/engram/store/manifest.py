@@ -80,6 +80,12 @@ def open_directory(path: Path, identity: dict[str, Any], create: bool, records: 
     if (path / MANIFEST).exists():
         check_embedder(read_manifest(path), identity, path)
         check_records_file(records)
+        snapshots = path / "index"
+        if snapshots.exists() and not snapshots.is_dir():
+            raise MemoryFormatError(
+                f"{snapshots} is a file, where the memory keeps its snapshot folder: move or delete that file "
+                "(the snapshot is only a cache: the next open rebuilds it from engram.sqlite)"
+            )
         return
     leftovers = (".manifest.json.",)  # a temporary file of an interrupted creation
     if path.exists() and any(p.name != "config.json" and not p.name.startswith(leftovers) for p in path.iterdir()):

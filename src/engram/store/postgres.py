@@ -24,7 +24,7 @@ import numpy.typing as npt
 from engram.errors import MemoryFormatError, MissingDependencyError
 from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
-from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
+from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
 
 try:
     from psycopg.adapt import Dumper
@@ -145,11 +145,11 @@ class PostgresStore:
 
     @property
     def generation(self) -> int:
-        return int(self.get_meta("generation", "0") or 0)
+        return parse_generation(self.get_meta("generation"), self.location)
 
     def locked_generation(self, db: Any) -> int:
         row = db.execute("SELECT value FROM meta WHERE key = 'generation' FOR UPDATE").fetchone()
-        return int(row[0]) if row else 0
+        return parse_generation(row[0] if row else None, self.location)
 
     # documents and passages ---------------------------------------------------------------------------
     def document_hashes(self) -> dict[str, str]:

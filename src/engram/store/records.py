@@ -21,7 +21,7 @@ import numpy.typing as npt
 from engram.errors import InputError, MemoryFormatError
 from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
-from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow
+from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
 from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
 from engram.store.sqlite_schema import SCHEMA, commit_log, linked_column, write_ahead_log
 
@@ -119,7 +119,7 @@ class RecordStore:
 
     @property
     def generation(self) -> int:
-        return int(self.get_meta("generation", "0") or 0)
+        return parse_generation(self.get_meta("generation"), str(self.path))
 
     def locked_generation(self, db: sqlite3.Connection) -> int:
         """The generation inside a transaction (BEGIN IMMEDIATE already holds the write lock)."""

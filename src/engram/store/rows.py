@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engram.errors import MemoryFormatError
+
 
 @dataclass(frozen=True)
 class PassageRow:
@@ -54,3 +56,20 @@ class ColumnLookup(Mapping[str, str]):
 
     def __len__(self) -> int:
         return int(self._read(f"SELECT COUNT(*) FROM {self._table}", ())[0][0])
+
+
+def parse_generation(value: object, where: str) -> int:
+    """The commit counter `meta.generation` as a number; any other value means the records were damaged (a
+    hand edit, a bad restore), and building on it would number commits wrongly."""
+    if value is None:
+        return 0
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise MemoryFormatError(
+            f"{where} is damaged: its meta table holds generation {str(value)[:40]!r}, not a commit number; "
+            "restore it from a backup, or index the documents into a new memory"
+        )
+    return number

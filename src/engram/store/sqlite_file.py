@@ -52,8 +52,11 @@ def damaged(path: Path, exc: sqlite3.Error) -> MemoryFormatError:
 
 
 def is_damage(exc: sqlite3.Error) -> bool:
+    """A damaged file: SQLite says so, or a stored text is not UTF-8 (engram writes only UTF-8, so such a value
+    was put there by hand or by a bad restore; Python's sqlite3 cannot even read the row)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
-    return type(exc) is sqlite3.DatabaseError or name.startswith(_DAMAGE)
+    not_text = isinstance(exc, sqlite3.OperationalError) and str(exc).startswith("Could not decode to UTF-8")
+    return type(exc) is sqlite3.DatabaseError or name.startswith(_DAMAGE) or not_text
 
 
 def loads_column(text: Any, path: Path) -> Any:
