@@ -103,7 +103,7 @@ class Retrieval:
 
     @property
     def fell_back(self) -> bool:
-        """A graph method ranked by dense similarity instead (`fallback_reason` says why); REST, MCP and
+        """A graph method ranked by its passage scores alone (`fallback_reason` says why); REST, MCP and
         `engram retrieve --json` report this same value."""
         return bool(self.fallback_reason)
 
