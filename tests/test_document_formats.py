@@ -236,3 +236,16 @@ def test_a_pdf_given_by_itself_is_refused_when_another_file_of_that_name_was_ind
     assert main(["index", str(tmp_path / "b" / "report.pdf"), "--memory", mem, "--embedder", "hash"]) == 1
     err = capsys.readouterr().err
     assert "was read from" in err and "same file name" in err
+
+
+def test_a_document_over_the_size_limit_is_skipped_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file-size cap of text files ($ENGRAM_MAX_FILE_MB) holds for HTML, PDF and DOCX too."""
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    write_html(folder / "page.html")
+    (folder / "small.txt").write_text("A small note.", encoding="utf-8")
+    monkeypatch.setenv("ENGRAM_MAX_FILE_MB", str((folder / "page.html").stat().st_size / 2e6))
+    found = collect([str(folder)])
+    assert [d.id for d in found.documents] == ["big/small.txt"]
+    assert "larger than" in found.skipped[str(folder / "page.html")]

@@ -131,6 +131,12 @@ def add_file(out: Collected, path: Path, doc_id: str, extra: dict[str, str]) -> 
         out.documents.append(Document(doc_id, text, path.stem, meta))
         return
     try:
+        limit = max_file_bytes()
+        if path.stat().st_size > limit:  # a parser holds the whole file, and more, in memory
+            raise InputError(
+                f"{path} is larger than {limit / 1e6:g} MB, the most engram reads from one file: split it, or "
+                f"raise the limit with {MAX_FILE_VARIABLE}=MEGABYTES"
+            )
         parts = read_document(path)
     except (InputError, MissingDependencyError, OSError) as exc:
         out.skipped[str(path)] = str(exc)
