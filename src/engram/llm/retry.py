@@ -52,6 +52,21 @@ class RetryPolicy:
         return ceiling * (0.5 + random.random() / 2)
 
 
+async def within(attempt: Awaitable[T], seconds: float, url: str) -> T:
+    """`await attempt`, cut off `seconds` after it starts, as the SDK's own timeout error (retried like one).
+
+    The SDKs' timeouts bound each read of the socket, so a server that sends one byte at a time within each
+    read's timeout holds a request for as long as it likes; this bounds the whole request (connect, send, read)."""
+    import httpx
+    import openai
+
+    try:
+        return await asyncio.wait_for(attempt, seconds)
+    except asyncio.TimeoutError as exc:
+        request = httpx.Request("POST", url)
+        raise openai.APITimeoutError(request=request) from exc
+
+
 async def with_retries(
     attempt_once: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
