@@ -61,7 +61,8 @@ def access_lines() -> Iterator[list[str]]:
 
 def test_a_key_in_the_query_string_is_not_logged(tmp_path: Path) -> None:
     secret = "s3cr3t-in-the-url-0042"
-    with serve(hash_settings(memory=seeded_memory(tmp_path / "m")), log_level="info") as server, access_lines() as lines:
+    settings = hash_settings(memory=seeded_memory(tmp_path / "m"))
+    with serve(settings, log_level="info") as server, access_lines() as lines:
         with server.client() as http:
             http.get(f"/v1/health?api_key={secret}")
             http.get(f"/v1/memories/default/documents?limit=2&TOKEN={secret}&prefix=ac")

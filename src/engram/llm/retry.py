@@ -13,7 +13,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from engram.errors import LLMError
 from engram.llm.failures import retry_after, retryable_status
@@ -63,7 +63,7 @@ async def within(attempt: Awaitable[T], seconds: float, url: str) -> T:
     try:
         return await asyncio.wait_for(attempt, seconds)
     except asyncio.TimeoutError as exc:
-        request = httpx.Request("POST", url)
+        request: Any = httpx.Request("POST", url)  # kept for messages only (SDK versions name its type differently)
         raise openai.APITimeoutError(request=request) from exc
 
 
