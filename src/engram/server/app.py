@@ -28,13 +28,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import engram
 from engram.errors import EngramError
+from engram.server.access_log import redact_access_log
 from engram.server.auth import Access
 from engram.server.errors import ApiError, api_error
 from engram.server.jobs import Jobs
 from engram.server.mcp_tools import build_mcp
 from engram.server.registry import Registry
 from engram.server.routes import build_router
-from engram.server.access_log import redact_access_log
 from engram.server.service import Service
 from engram.server.settings import ServerSettings, is_loopback
 
