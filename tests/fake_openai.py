@@ -38,12 +38,14 @@ from engram.qa import READER_SYSTEM
 from engram.retrieve.recognition import FILTER_SYSTEM
 
 DEFAULT_MODEL = "fake-model"
+TRICKLE = "X-Fake-Trickle"  # set by `handle_post` on a reply the handler sends one byte at a time
 
 
 @dataclass
 class Spec:
     """One scripted answer: a completion (`status` 200) or an error status with an OpenAI-style body.
-    `delay` seconds pass before anything is sent (longer than the client timeout: a hang)."""
+    `delay` seconds pass before anything is sent (longer than the client timeout: a hang); with `trickle`, the
+    body goes out one byte every `trickle` seconds (each read is quick, the whole reply never is)."""
 
     content: str = ""
     finish_reason: str = "stop"
@@ -52,6 +54,7 @@ class Spec:
     error_code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    trickle: float = 0.0
 
 
 def reply(content: str, finish_reason: str = "stop", delay: float = 0.0) -> Spec:
@@ -65,6 +68,10 @@ def error(status: int, message: str = "scripted error", retry_after: float | Non
 
 def hang(seconds: float, content: str = "too late") -> Spec:
     return Spec(content=content, delay=seconds)
+
+
+def trickle(every: float, content: str = "too slow") -> Spec:
+    return Spec(content=content, trickle=every)
 
 
 def unknown_model(model: str = "missing-model") -> Spec:
@@ -176,6 +183,10 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
 
+    def closed_within(self, seconds: float) -> bool:
+        """Wait up to `seconds`; True as soon as the server is closing (a hang or a trickle then stops)."""
+        return self._closing.wait(seconds)
+
     def push(self, *specs: Spec | str) -> None:
         with self._lock:
             self._queue.extend(specs)
@@ -231,7 +242,8 @@ class FakeOpenAI:
             return 0, None, {}
         if spec.status != 200:
             return spec.status, _error_body(spec.error_message, spec.error_code), spec.headers
-        return 200, _completion(str(model), spec, request), spec.headers
+        headers = {**spec.headers, **({TRICKLE: f"{spec.trickle:g}"} if spec.trickle else {})}
+        return 200, _completion(str(model), spec, request), headers
 
     def models_listing(self) -> dict[str, Any]:
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
@@ -297,10 +309,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            every = float(headers.pop(TRICKLE, 0))
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            if not every:
+                self.wfile.write(data)
+            for i in range(len(data) if every else 0):
+                if self.fake.closed_within(every):
+                    break
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
         except OSError:  # the client gave up (timeout) and closed the connection
             self.close_connection = True
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -162,6 +163,8 @@ class EmbeddingServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.errors: deque[tuple[int, dict[str, str]]] = deque()
+        self.trickle = 0.0  # > 0: the body goes out one byte every `trickle` seconds
+        self.closing = threading.Event()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -184,7 +187,13 @@ class EmbeddingServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not owner.trickle:
+                    self.wfile.write(data)
+                for i in range(len(data) if owner.trickle else 0):
+                    if owner.closing.wait(owner.trickle):
+                        break
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -195,6 +204,7 @@ class EmbeddingServer:
         self.thread.start()
 
     def close(self) -> None:
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -282,6 +292,27 @@ def test_openai_embedder_unreachable_server_is_retried_then_reported() -> None:
     with pytest.raises(LLMError, match="could not be reached"):
         embedder.embed(["x"])
     assert len(waits) == 1
+
+
+def test_openai_embedder_timeout_bounds_a_trickled_reply(server: EmbeddingServer) -> None:
+    """The timeout bounds the whole request (issue 52, item 5): a reply sent one byte every 0.3 s is cut off."""
+    server.trickle = 0.3
+    embedder = OpenAIEmbedder("fake-embed", base_url=server.url, timeout=1.0, max_retries=1, dim=4)
+    embedder._sleep = lambda seconds: None
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            embedder.embed(["x"])
+        except LLMError as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "still reading after 10 s: the timeout does not bound the request"
+    assert failed and "did not answer within 1" in str(failed[0]) and time.monotonic() - start < 6
 
 
 # --- the bundled MiniLM ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "engram"
 
 # floor of each room: a module may import modules on its own floor or below, never above
 FLOORS = {
-    "errors": 0, "types": 0, "text": 0, "tokens": 0, "bulk": 0, "config": 1,
+    "errors": 0, "optional": 0, "types": 0, "text": 0, "tokens": 0, "bulk": 0, "config": 1,
     "embed": 2, "llm": 2, "store": 2,
     "ingest": 3, "extract": 3, "graph": 3, "settings": 3,
     "index": 4,

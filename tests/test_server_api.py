@@ -37,7 +37,7 @@ def test_every_read_route_on_one_memory(tmp_path: Path) -> None:
         many = http.post("/v1/memories/default/retrieve", json={"queries": ["Oslo", "Lyon"], "method": "bm25"})
         assert [r["query"] for r in many.json()["results"]] == ["Oslo", "Lyon"]
         assert many.json()["results"][0]["passages"][0]["id"] == "oslo"
-        assert http.get("/openapi.json").json()["info"]["title"] == "engram"
+        assert http.get("/openapi.json").status_code == 404  # only with --docs: tests/test_server_security.py
         page = http.get("/")
         assert page.status_code == 200 and "vendor/cytoscape.min.js" in page.text
         assert http.get("/vendor/cytoscape.min.js").status_code == 200

@@ -102,7 +102,10 @@ def test_a_write_that_lost_a_race_with_another_process(
     if attempts is not None:
         from engram.index import retry
 
-        monkeypatch.setattr("engram.memory.retry_conflicts", lambda write: retry.retry_conflicts(write, attempts))
+        def once(write: Any, **options: Any) -> Any:
+            return retry.retry_conflicts(write, attempts, **options)
+
+        monkeypatch.setattr("engram.memory.retry_conflicts", once)
     path = tmp_path / "m"
     with Memory(path, embedder=HashEmbedder(), llm=False) as memory:
         memory.index(DOCS[:2])

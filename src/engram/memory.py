@@ -6,11 +6,11 @@ import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder
@@ -44,6 +44,8 @@ from engram.store.records import RecordStore
 from engram.types import Answer, Document, IndexReport, Progress, Retrieval
 
 DB_NAME = "engram.sqlite"
+
+T = TypeVar("T")
 
 
 class Memory:
@@ -180,7 +182,7 @@ class Memory:
         resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
         found, docs = as_extraction_set(extractions), document_list(documents)
         return self._finish(
-            retry_conflicts(lambda: self._writer.index(docs, found, progress, max_tokens, max_input_tokens))
+            self._retried(lambda: self._writer.index(docs, found, progress, max_tokens, max_input_tokens))
         )
 
     def update(
@@ -189,14 +191,18 @@ class Memory:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
         Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
         found = as_extraction_set(extractions)
-        return self._finish(retry_conflicts(lambda: self._writer.update(document, found)))
+        return self._finish(self._retried(lambda: self._writer.update(document, found)))
 
     def delete(self, document_ids: Iterable[str] | str) -> IndexReport:
         """Remove documents (one id, or an iterable of ids): their passages (unless another document shares
         them), the facts and phrases no remaining passage states, and the edges of those. Unknown ids are
         reported in `skipped`."""
         ids = id_list(document_ids)
-        return self._finish(retry_conflicts(lambda: self._writer.delete(ids)))
+        return self._finish(self._retried(lambda: self._writer.delete(ids)))
+
+    def _retried(self, write: Callable[[], T]) -> T:
+        """`write()`, prepared again (holding the write turn) while another writer commits first."""
+        return retry_conflicts(write, turn=self._live.turn)
 
     def _finish(self, report: IndexReport) -> IndexReport:
         self._record_extractor()
@@ -225,7 +231,7 @@ class Memory:
         if not self._extractor_chosen:  # extract runs the LLM, whoever built the memory (unless told otherwise)
             self.extractor = "llm"
         report = IndexReport()
-        retry_conflicts(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
+        self._retried(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
         return self._finish(report)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------

@@ -189,7 +189,7 @@ class OpenAIEmbedder:
         return matrix
 
     async def _send(self, batch: list[str]) -> openai.types.CreateEmbeddingResponse:
-        from engram.llm.retry import RetryPolicy, with_retries
+        from engram.llm.retry import RetryPolicy, with_retries, within
         from engram.tokens import estimate_tokens
 
         client = self._get_client()
@@ -200,7 +200,8 @@ class OpenAIEmbedder:
             if self._slots is None:
                 self._slots = asyncio.Semaphore(self.max_concurrency)
             async with self._slots:
-                return await client.embeddings.create(model=self.model, input=batch, encoding_format="float")
+                request = client.embeddings.create(model=self.model, input=batch, encoding_format="float")
+                return await within(request, self.timeout, self.url)  # the whole request, not each read
 
         policy = RetryPolicy(self.max_retries, self.backoff_base, self.max_backoff)
         failures = _EmbedFailures(self.url, self.model, self.timeout)

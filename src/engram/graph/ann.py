@@ -18,7 +18,6 @@ neighbours found, the result is the exact one.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram import optional
 from engram.errors import InputError
 
 Vectors = npt.NDArray[np.float32]
@@ -39,7 +39,7 @@ M = 24  # links per entry and layer of a new graph
 
 def available() -> bool:
     """Whether faiss is installed (found, not imported)."""
-    return importlib.util.find_spec("faiss") is not None
+    return optional.installed("faiss")
 
 
 def library() -> Any:

@@ -7,8 +7,6 @@ gains nothing); `ENGRAM_DOT_KERNEL=einsum` scores rows by numpy's loop even wher
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
 import os
 import threading
@@ -21,6 +19,8 @@ from typing import Any, TypeAlias, TypeVar
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+
+from engram import optional
 
 
 def _threads() -> int:
@@ -211,19 +211,11 @@ def row_dots(vectors: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) 
     return out
 
 
-_kernels: list[Any] = []
-
-
 def dot_kernel() -> Any:
     """The simsimd module when installed and `DOT_KERNEL` is "simsimd" (else None: numpy's einsum)."""
     if DOT_KERNEL != "simsimd":
         return None
-    if not _kernels:
-        found: Any = None
-        if importlib.util.find_spec("simsimd") is not None:
-            found = importlib.import_module("simsimd")
-        _kernels.append(found)
-    return _kernels[0]
+    return optional.module("simsimd")
 
 
 def kernel_dots(kernel: Any, vector: npt.NDArray[Any], rows: npt.NDArray[Any], threads: int) -> npt.NDArray[np.float32]:

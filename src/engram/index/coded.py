@@ -28,7 +28,6 @@ outliers; past that the codes are copied into RAM and the new rows encoded there
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram import optional
 from engram.config import GraphConfig
 from engram.errors import InputError
 from engram.graph.parallel import THREADS, kernel_dots, row_dots
@@ -61,7 +61,7 @@ STRIDE = 16  # every STRIDE-th score bounds the cut of the best ones from below 
 
 def available() -> bool:
     """Whether simsimd (the integer kernel) is installed (found, not imported)."""
-    return importlib.util.find_spec("simsimd") is not None
+    return optional.installed("simsimd")
 
 
 def _kernel() -> Any:

@@ -6,7 +6,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -73,6 +74,9 @@ class LiveIndex:
         self.root, self.store, self.embedder, self.model_key, self.config = root, store, embedder, model_key, config
         self.warm = warm  # builds the readers' per-view caches when a writer derives the next view
         self.lock = threading.RLock()
+        # the write turn (`turn`): a writer that lost a race holds it across its next attempt; every commit
+        # takes it first (before `lock`), so while it is held no other thread of this process commits
+        self._turn = threading.RLock()
         self._view_lock = threading.Lock()
         self._last_reads: dict[int, float] = {}  # thread -> when it last asked for the view (monotonic seconds)
         self._committing: int | None = None  # the generation a local commit is writing (its view not yet in)
@@ -231,6 +235,13 @@ class LiveIndex:
             self._bm25 = (weakref.ref(view), built)
             return built
 
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold the write turn, in this process and across the processes sharing the store (`Store.turn`):
+        no other writer commits until it ends, so a change prepared inside it cannot lose the race."""
+        with self._turn, self.store.turn():
+            yield
+
     def change(
         self,
         mutate: Callable[[IndexState], None],
@@ -246,7 +257,7 @@ class LiveIndex:
         caller prepared its change against; a newer one means another writer came first. `logged`: what
         `mutate` does, for the store's commit log (other processes replay it; without it they reload)."""
         clock = _Clock(timings)
-        with self.lock:
+        with self._turn, self.lock:
             state, base = self.load(), self.generation
             if expected is not None and base != expected:
                 raise ConflictError(CONFLICT)

@@ -19,7 +19,7 @@ from engram.llm import aio
 from engram.llm.base import Message
 from engram.llm.failures import ChatFailures, LLMTruncatedError, LLMUnreachableError
 from engram.llm.limits import RateLimiter
-from engram.llm.retry import RetryPolicy, with_retries
+from engram.llm.retry import RetryPolicy, with_retries, within
 from engram.llm.usage import LLMUsage, UsageCounter
 from engram.text import valid_unicode
 from engram.tokens import count_tokens, message_tokens
@@ -192,12 +192,13 @@ class ChatClient:
         return result
 
     async def _silence_checked(self, request: ChatRequest) -> ChatResult:
-        """One attempt; after `give_up_after` attempts in a row (across all requests) that timed out or found
-        no server, the endpoint is taken as down: `LLMUnreachableError`, no further retry (0: never)."""
+        """One attempt, cut off `timeout` seconds after it starts however the server paces its bytes; after
+        `give_up_after` attempts in a row (across all requests) that timed out or found no server, the endpoint
+        is taken as down: `LLMUnreachableError`, no further retry (0: never)."""
         import openai
 
         try:
-            result = await self._attempt(request)
+            result = await within(self._attempt(request), self.timeout, self.failures.url)
         except openai.APIConnectionError as error:  # includes APITimeoutError
             self._silent[0] += 1
             if self.give_up_after and self._silent[0] >= self.give_up_after:

@@ -13,7 +13,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from engram.errors import LLMError
 from engram.llm.failures import retry_after, retryable_status
@@ -50,6 +50,21 @@ class RetryPolicy:
             return min(self.max_backoff, hinted)
         ceiling = min(self.max_backoff, self.backoff_base * (2.0**attempt))
         return ceiling * (0.5 + random.random() / 2)
+
+
+async def within(attempt: Awaitable[T], seconds: float, url: str) -> T:
+    """`await attempt`, cut off `seconds` after it starts, as the SDK's own timeout error (retried like one).
+
+    The SDKs' timeouts bound each read of the socket, so a server that sends one byte at a time within each
+    read's timeout holds a request for as long as it likes; this bounds the whole request (connect, send, read)."""
+    import httpx
+    import openai
+
+    try:
+        return await asyncio.wait_for(attempt, seconds)
+    except asyncio.TimeoutError as exc:
+        request: Any = httpx.Request("POST", url)  # kept for messages only (SDK versions name its type differently)
+        raise openai.APITimeoutError(request=request) from exc
 
 
 async def with_retries(

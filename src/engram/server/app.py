@@ -1,4 +1,9 @@
-"""The ASGI app: REST under /v1, MCP (streamable HTTP) at /mcp, the web page at /."""
+"""The ASGI app: REST under /v1, MCP (streamable HTTP) at /mcp, the web page at /.
+
+Public without a key: /v1/health and the page's own files (HTML, CSS, JavaScript: no memory's data; the page
+asks for the key). No Swagger UI (FastAPI's loads from a CDN into this origin); with `docs` on, the OpenAPI
+schema at /openapi.json, behind the keys like every other route. A request body must arrive whole within
+`body_timeout` seconds (408), and the access log shows no credential sent in a query string."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import engram
 from engram.errors import EngramError
+from engram.server.access_log import redact_access_log
 from engram.server.auth import Access
 from engram.server.errors import ApiError, api_error
 from engram.server.jobs import Jobs
@@ -61,15 +68,26 @@ def create_app(settings: ServerSettings) -> FastAPI:
         version=engram.__version__,
         description="A HippoRAG 2 memory for LLMs over REST, MCP (/mcp) and a web page (/).",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.service, app.state.access = service, access
     app.include_router(build_router(service, access))
+    if settings.docs:
+
+        @app.get("/openapi.json", include_in_schema=False)
+        def openapi(request: Request) -> JSONResponse:
+            access.identify(request.headers.get("authorization"))
+            return JSONResponse(app.openapi())
+
+    redact_access_log()
     for route in mcp_app.routes:
         if isinstance(route, Route) and route.path == "/mcp":
             app.router.routes.append(Route("/mcp", KeyGuard(route.app, access), methods=["GET", "POST", "DELETE"]))
     _add_error_handlers(app)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
-    app.add_middleware(BodyLimit, max_body=settings.max_body)
+    app.add_middleware(BodyLimit, max_body=settings.max_body, timeout=settings.body_timeout)
     if not settings.keys and is_loopback(settings.host):
         app.add_middleware(LoopbackHosts)
     app.add_middleware(Timing)
@@ -183,10 +201,11 @@ def _is_ip(name: str) -> bool:
 
 class BodyLimit:
     """413 for request bodies over `max_body` bytes: at once from Content-Length, or while reading a body
-    sent without one."""
+    sent without one. 408 for a body not whole within `timeout` seconds (one shorter than its Content-Length
+    would hold the connection and its request forever); the server then closes the connection."""
 
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: ASGIApp, max_body: int, timeout: float) -> None:
+        self.app, self.max_body, self.timeout = app, max_body, timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -198,17 +217,22 @@ class BodyLimit:
             return
         chunks: list[Message] = []
         size, more = 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
+        with anyio.move_on_after(self.timeout) as waited:
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    chunks.append(message)
+                    break
+                size += len(message.get("body", b""))
+                if size > self.max_body:
+                    await self._refuse(scope, receive, send)
+                    return
                 chunks.append(message)
-                break
-            size += len(message.get("body", b""))
-            if size > self.max_body:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(message)
-            more = bool(message.get("more_body"))
+                more = bool(message.get("more_body"))
+        if waited.cancelled_caught:
+            late = ApiError(408, "request_timeout", f"the request body did not arrive within {self.timeout:g} s")
+            await _error_response(late)(scope, receive, send)
+            return
         await self.app(scope, _replay(chunks, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import InputError
-from engram.server.settings import DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
+from engram.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
 from engram.settings import check_target
 from engram.store.pg_schema import is_database_url
 
@@ -19,7 +19,8 @@ SERVE_EXAMPLES = """examples:
   engram serve --root memories/ --port 8080               # every memory under memories/, by name
   ENGRAM_API_KEYS='a-long-random-key-1234' engram serve --root memories/ --host 0.0.0.0
   engram serve --root memories/ --api-key-file keys.txt   # per-key memories and read-only (see README)
-then open http://127.0.0.1:8300/ (web page), /docs (OpenAPI), or point an MCP client at /mcp."""
+then open http://127.0.0.1:8300/ (web page), or point an MCP client at /mcp; with --docs, /openapi.json is the
+OpenAPI schema."""
 
 MCP_EXAMPLES = """examples:
   engram mcp --memory notes.engram                        # MCP over stdio, for Claude Desktop and others
@@ -44,6 +45,15 @@ def configure(sub: Any) -> None:
     serve.add_argument("--api-key-file", help="file of API keys, one per line: KEY [memories=A,B] [read-only]")
     serve.add_argument(
         "--max-body", type=int, default=DEFAULT_MAX_BODY, help=f"largest request body in bytes ({DEFAULT_MAX_BODY})"
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        help=f"seconds a request body may take to arrive; slower ones get 408 ({DEFAULT_BODY_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--docs", action="store_true", help="serve the OpenAPI schema at /openapi.json (behind the keys)"
     )
     serve.add_argument(
         "--threads", type=int, help="requests running engram at once (default: 8 per CPU, at least 8)"
@@ -129,6 +139,8 @@ def settings_from(args: argparse.Namespace, keys: bool = True) -> ServerSettings
         port=getattr(args, "port", 8300),
         keys=load_keys(getattr(args, "api_key_file", None)) if keys else [],
         max_body=getattr(args, "max_body", DEFAULT_MAX_BODY),
+        body_timeout=getattr(args, "body_timeout", DEFAULT_BODY_TIMEOUT),
+        docs=getattr(args, "docs", False),
         embedder=args.embedder,
         llm_base_url=args.llm_base_url,
         llm_model=args.llm_model,

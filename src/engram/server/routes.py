@@ -169,7 +169,7 @@ def _job_routes(router: APIRouter, scope: Scope) -> None:
         named = _NAMED_ROUTE.fullmatch(rest)
         if named:
             check_name(named.group(1))
-        raise not_found(f"no route /v1/{rest}: see /docs for the API")
+        raise not_found(f"no route /v1/{rest}: README lists the routes (serve --docs: /openapi.json)")
 
 
 def _methods_for(router: APIRouter, path: str) -> list[str]:

@@ -24,6 +24,7 @@ from engram.errors import InputError
 
 MIN_KEY_LENGTH = 16
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0  # seconds a request's whole body may take to arrive
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class ServerSettings:
     port: int = 8300
     keys: list[ApiKey] = field(default_factory=list)
     max_body: int = DEFAULT_MAX_BODY
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    docs: bool = False  # serve the OpenAPI schema at /openapi.json (behind the keys, like every route)
     embedder: str | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -67,6 +70,8 @@ class ServerSettings:
             raise InputError("--threads must be at least 1")
         if self.max_body < 1024:
             raise InputError("--max-body must be at least 1024 bytes")
+        if not self.body_timeout > 0:
+            raise InputError("--body-timeout must be a positive number of seconds")
 
 
 def parse_key_entries(text: str, origin: str) -> list[ApiKey]:

@@ -26,6 +26,8 @@ from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
 
+TURN_CLASS = 0x656E67  # the first key of the write turn's advisory lock (the second: the schema's hash)
+
 try:
     from psycopg.adapt import Dumper
     from psycopg.pq import Format
@@ -89,6 +91,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._identity = identity
         self._conn = self._connect(create)
+        self._turn_held = False  # this store holds the memory's write turn (`turn`): its commits skip the wait
 
     def _connect(self, create: bool) -> Any:
         conn = connect(self.url)
@@ -112,10 +115,30 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
+        """A write transaction; it first waits while another process holds the memory's write turn."""
         with self._lock:
             conn = self._connection()
             with conn.transaction(), conn.pipeline():  # statements are sent without waiting for each reply
+                if not self._turn_held:
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TURN_CLASS, self.schema))
                 yield conn
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Hold the memory's write turn: a session advisory lock, on a connection of its own, that every other
+        process's commit waits for (`transaction`). A writer that lost the race for a generation takes it for
+        its next attempt, so that attempt cannot lose again however often the others commit. The caller
+        keeps this process's other writers out meanwhile (the live index's turn lock)."""
+        conn = connect(self.url)
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (TURN_CLASS, self.schema))
+            self._turn_held = True
+            try:
+                yield
+            finally:
+                self._turn_held = False
+        finally:
+            conn.close()  # ends the session: the lock goes with it
 
     def _read(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
         with self._lock:

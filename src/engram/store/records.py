@@ -70,6 +70,12 @@ class RecordStore:
             raise InputError(f"the memory at {self.path.parent} is closed: open it again (Memory(path)) to use it")
 
     @contextmanager
+    def turn(self) -> Iterator[None]:
+        """The write turn of the store contract; a directory has none yet (each transaction takes SQLite's write
+        lock; a writer that lost the race for a generation retries with backoff, engram.index.retry)."""
+        yield
+
+    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction. The connection is shared by threads (LLM workers cache responses while the
         main thread commits extractions), so transactions and reads are serialised by a lock."""
