@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from bench_server import serve
 from engram import Document, Memory
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890"
@@ -70,24 +70,7 @@ def build(path: Path, embedder: str, limit: int | None, data: Path) -> None:
 
 
 def start_server(path: Path, embedder: str) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    code = "import sys; from engram.cli import main; sys.exit(main())"
-    args = ["serve", "--memory", str(path), "--embedder", embedder, "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "warning"]  # fmt: skip
-    env = {**os.environ, "ENGRAM_LLM_BASE_URL": "", "ENGRAM_LLM_MODEL": "", "ENGRAM_API_KEYS": ""}
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("the server did not start")
+    return serve(path, embedder, [], {"ENGRAM_API_KEYS": ""}, 300)
 
 
 class Load:

@@ -161,22 +161,32 @@ def in_process(
 
 
 def start_server(path: Path, embedder: str, blas: int, threads: int | None) -> tuple[subprocess.Popen[bytes], str]:
+    args = ["--blas-threads", str(blas), *(["--threads", str(threads)] if threads else [])]
+    return serve(path, embedder, args, {}, 120, quiet=True)
+
+
+def serve(
+    path: Path, embedder: str, args: list[str], env: dict[str, str], timeout: float, quiet: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`engram serve` of the memory at `path` on a free 127.0.0.1 port, without an LLM; returns once its health
+    check answers (exits if it does not within `timeout` seconds, or if the server stops)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code = "import sys; from engram.cli import main; sys.exit(main())"
-    args = ["serve", "--memory", str(path), "--embedder", embedder, "--port", str(port), "--log-level", "warning",
-            "--blas-threads", str(blas), *(["--threads", str(threads)] if threads else [])]
-    env = {**os.environ, "ENGRAM_LLM_BASE_URL": "", "ENGRAM_LLM_MODEL": ""}
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], env=env, stderr=subprocess.DEVNULL)
+    argv = ["serve", "--memory", str(path), "--embedder", embedder, "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning", *args]  # fmt: skip
+    full_env = {**os.environ, "ENGRAM_LLM_BASE_URL": "", "ENGRAM_LLM_MODEL": "", **env}
+    stderr = subprocess.DEVNULL if quiet else None
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], env=full_env, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
                 return proc, url
         except httpx.HTTPError:
-            time.sleep(0.2)
+            time.sleep(0.3)
     proc.kill()
     raise SystemExit("the server did not start")
 

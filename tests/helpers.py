@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from engram import Document
@@ -46,3 +48,25 @@ def cli_refused(capsys: Any, argv: list[str]) -> str:
     last = err.strip().splitlines()[-1]
     assert last.startswith("engram: error:"), err
     return str(last)
+
+
+def fake_llm_env(base_url: str) -> dict[str, str]:
+    """The environment of an `engram` subprocess that talks to the scripted LLM server at `base_url`."""
+    return {
+        **os.environ,
+        "ENGRAM_LLM_BASE_URL": base_url,
+        "ENGRAM_LLM_MODEL": "fake-model",
+        "ENGRAM_LLM_CONCURRENCY": "4",
+        "OPENAI_API_KEY": "test-key",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def build_small(path: Path) -> Path:
+    """A memory of DOCS with EXTRACTIONS at `path`, with the hash embedder (closed again)."""
+    from engram import Memory
+    from engram.embed import HashEmbedder
+
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+    return path

@@ -10,7 +10,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,16 @@ import pytest
 def with_schema(uri: str, schema: str) -> str:
     """`uri` with engram's `schema` parameter (one memory per schema)."""
     return f"{uri}{'&' if '?' in uri else '?'}schema={schema}"
+
+
+def backend_place(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Path | str]:
+    """For a fixture parametrised over "directory" and "postgres": name -> where a fresh memory of that name
+    lives on the backend under test (a folder of `tmp_path`, or a schema of its own on the session's server)."""
+    if request.param == "directory":
+        return lambda name: tmp_path / name
+    server = request.getfixturevalue("pg_server")
+    prefix = f"m{uuid.uuid4().hex[:8]}"
+    return lambda name: with_schema(server, f"{prefix}_{name}")
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from engram import Document, EmbedderMismatchError, InputError, Memory, MemoryFormatError
 from engram.embed import HashEmbedder
 from engram.store.pg_schema import redact
-from pg_fixture import pg_server, pg_url, with_schema  # noqa: F401
+from pg_fixture import backend_place, pg_server, pg_url, with_schema  # noqa: F401
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
 Target = Callable[[str], "str | Path"]
@@ -39,11 +39,7 @@ _names = itertools.count()
 @pytest.fixture(params=["directory", "postgres"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     """name -> where a memory of that name lives on the backend under test (fresh for each test)."""
-    if request.param == "directory":
-        return lambda name: tmp_path / name
-    server = request.getfixturevalue("pg_server")
-    prefix = f"b{uuid.uuid4().hex[:8]}"
-    return lambda name: with_schema(server, f"{prefix}_{name}")
+    return backend_place(request, tmp_path)
 
 
 def open_memory(where: str | Path, **options: Any) -> Memory:

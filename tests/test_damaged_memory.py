@@ -12,17 +12,14 @@ import pytest
 from engram import Memory, MemoryFormatError
 from engram.cli import main
 from engram.embed import HashEmbedder
-from helpers import DOCS, EXTRACTIONS
+from helpers import build_small
 
 PAGE = 4096
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("built") / "m"
-    with Memory(path, embedder=HashEmbedder()) as memory:
-        memory.index(DOCS, extractions=EXTRACTIONS)
-    return path
+    return build_small(tmp_path_factory.mktemp("built") / "m")
 
 
 def copy(built: Path, tmp_path: Path) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import signal
 import sqlite3
@@ -26,7 +25,8 @@ import pytest
 
 from engram import Document, Memory
 from fake_openai import FakeOpenAI, Spec, passage_of, reply, task_of
-from pg_fixture import pg_server, with_schema  # noqa: F401
+from helpers import fake_llm_env
+from pg_fixture import backend_place, pg_server  # noqa: F401
 
 PASSAGES = 120
 QUERIES = [
@@ -66,14 +66,7 @@ def answer(request: dict[str, Any]) -> Spec | None:
 
 
 def engram_extract(where: str | Path, server: FakeOpenAI) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "ENGRAM_LLM_BASE_URL": server.base_url,
-        "ENGRAM_LLM_MODEL": "fake-model",
-        "ENGRAM_LLM_CONCURRENCY": "4",
-        "OPENAI_API_KEY": "test-key",
-        "HF_HUB_OFFLINE": "1",
-    }
+    env = fake_llm_env(server.base_url)
     command = [sys.executable, "-m", "engram.cli", "extract", "--memory", str(where), "--embedder", "hash"]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -121,11 +114,7 @@ def finish(where: str | Path, server: FakeOpenAI) -> None:
 
 @pytest.fixture(params=["directory", "postgres"])
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "directory":
-        return lambda label: tmp_path / label
-    server = request.getfixturevalue("pg_server")
-    prefix = f"k{os.getpid()}_{int(time.time() * 1000) % 10**8}"
-    return lambda label: with_schema(server, f"{prefix}_{label}")
+    return backend_place(request, tmp_path)
 
 
 @pytest.mark.parametrize("seed", [52])

@@ -7,7 +7,6 @@ leaves must equal one built without a crash (records, extractions, graph statist
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 from engram import Memory
 from engram.ingest.sources import collect
 from fake_openai import FakeOpenAI, openie_handler, passage_of
+from helpers import fake_llm_env
 
 PASSAGES = 200
 QUERIES = ["Where did Person3 meet Word17?", "Who was in City2?", "P42 Word42", "Person5 in City0"]
@@ -32,14 +32,7 @@ def write_corpus(path: Path) -> None:
 
 
 def engram_index(corpus: Path, memory: Path, server: FakeOpenAI) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "ENGRAM_LLM_BASE_URL": server.base_url,
-        "ENGRAM_LLM_MODEL": "fake-model",
-        "ENGRAM_LLM_CONCURRENCY": "4",
-        "OPENAI_API_KEY": "test-key",
-        "HF_HUB_OFFLINE": "1",
-    }
+    env = fake_llm_env(server.base_url)
     command = [sys.executable, "-m", "engram.cli", "index", str(corpus), "--memory", str(memory), "--embedder", "hash"]
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
