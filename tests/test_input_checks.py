@@ -76,11 +76,11 @@ def test_a_url_of_another_database_is_refused(
 # --- REST ---------------------------------------------------------------------------------------------
 
 
-def rest(tmp_path: Path) -> Any:
+def rest(tmp_path: Path, docs: bool = False) -> Any:
     pytest.importorskip("fastapi", reason="the server extra is not installed")
     from server_helpers import hash_settings, serve
 
-    return serve(hash_settings(root=tmp_path / "root"))
+    return serve(hash_settings(root=tmp_path / "root", docs=docs))
 
 
 def post(http: Any, path: str, body: str) -> Any:
@@ -200,7 +200,7 @@ def test_mcp_remember_keeps_the_metadata_it_is_given(tmp_path: Path) -> None:
 def test_rest_put_replaces_the_whole_document_and_says_so(tmp_path: Path) -> None:
     """PUT is replace (documented in the OpenAPI schema and README): metadata and title left out are cleared."""
     url = "/v1/memories/notes"
-    with rest(tmp_path) as server, server.client() as http:
+    with rest(tmp_path, docs=True) as server, server.client() as http:  # the schema is served with --docs
         doc = {"id": "a", "text": "Alice lives in Lyon.", "title": "Alice", "metadata": {"source": "wiki"}}
         http.post(f"{url}/documents", json={"documents": [doc]})
         http.put(f"{url}/documents/a", json={"text": "Alice lives in Paris."})

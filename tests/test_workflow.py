@@ -124,13 +124,14 @@ def test_delete_and_extract_do_not_claim_to_index(
     assert code == 0 and "indexed" not in err and "deleted 1 documents" in err
 
 
-def test_retrieve_says_why_it_fell_back_to_dense(
+def test_retrieve_says_why_it_fell_back_to_hybrid_scores(
     tmp_path: Path, fake_llm: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     notes, mem = make_notes(tmp_path), str(tmp_path / "m")
     run(capsys, "index", str(notes), "--memory", mem)
     code, out, _ = run(capsys, "retrieve", "Who keeps bees?", "--memory", mem)
-    assert code == 0 and "[dense: no facts yet, 2 passages pending extraction]" in out
+    assert code == 0 and "[hybrid: no facts yet, 2 passages pending extraction]" in out
+    assert "ranked by: dense cosine + BM25 only (no facts yet, 2 passages pending extraction)" in out
     code, out, _ = run(capsys, "retrieve", "Who keeps bees?", "--memory", mem, "--json")
     assert json.loads(out)["fallback_reason"] == "no facts yet, 2 passages pending extraction"
 
@@ -143,7 +144,7 @@ def test_retrieve_says_why_it_fell_back_to_dense(
 
     fake_llm.handler = filter_keeps_nothing
     code, out, _ = run(capsys, "retrieve", "Who keeps bees?", "--memory", mem, *llm)
-    assert code == 0 and "[dense: no fact survived the recognition filter]" in out
+    assert code == 0 and "[hybrid: no fact survived the recognition filter]" in out
 
 
 def test_files_skipped_for_their_extension_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
