@@ -184,7 +184,7 @@ def uses_lexical(lexical: FloatArray | None, config: RetrieveConfig) -> bool:
 
 def first_stage(dense: FloatArray, lexical: FloatArray | None, config: RetrieveConfig) -> FloatArray:
     """The passage scores of the default method and of `hybrid`: cosines, plus BM25 when given and weighed."""
-    if lexical is None or not uses_lexical(lexical, config):
+    if lexical is None or config.lexical_weight <= 0:
         return dense
     return hybrid_scores(dense, lexical, config.lexical_weight)
 
