@@ -50,13 +50,22 @@ from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
 from engram.retrieve.links import inner_seeds, link_seeds
 from engram.retrieve.named import named_only
-from engram.retrieve.ranking import Evidence, FilterFn, GraphRanking, SeedReset, kept_facts_all, rank_full_graph
+from engram.retrieve.ranking import (
+    DENSE_FALLBACK,
+    FALLBACKS,
+    HYBRID,
+    Evidence,
+    FilterFn,
+    GraphRanking,
+    SeedReset,
+    kept_facts_all,
+    rank_full_graph,
+)
 from engram.retrieve.scoring import gap_weights, hybrid_scores, min_max, phrase_seeds, top_k
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 METHOD = "hipporag2"
-HYBRID = "hybrid"  # dense + BM25 passage scores (hybrid_scores): the `hybrid` method, and the default's fallback
 
 
 def passage_prior(scores: npt.ArrayLike, weight: float, temperature: float) -> FloatArray:
@@ -169,7 +178,7 @@ def hipporag2_default(
     `lexical`: the queries' BM25 scores per passage (None: dense passage scores alone)."""
     seeded = default_seeds(index, query_vectors, queries, config, recognition, lexical)
     scores = seeded.passage_scores
-    fallback = HYBRID if uses_lexical(lexical, config) else "dense"
+    fallback = HYBRID if uses_lexical(lexical, config) else DENSE_FALLBACK
     rankings = rank_full_graph(
         index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD, fallback
     )
@@ -192,7 +201,7 @@ def first_stage(dense: FloatArray, lexical: FloatArray | None, config: RetrieveC
 def dense_first(ranking: GraphRanking, passage_scores: FloatArray, tiebreak: npt.ArrayLike) -> GraphRanking:
     """`ranking` with the first stage's best passage (the highest of `passage_scores`) moved (or put) first,
     scored as the graph's best, and the ranking's length kept. A fallback ranking is returned as it is."""
-    if ranking.method in ("dense", HYBRID) or not len(ranking.rows):
+    if ranking.method in FALLBACKS or not len(ranking.rows):
         return ranking
     best = int(top_k(passage_scores, 1, tiebreak)[0])
     if int(ranking.rows[0]) == best:

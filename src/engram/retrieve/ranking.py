@@ -14,6 +14,12 @@ from engram.index.view import GraphIndex
 from engram.retrieve.scoring import top_k
 from engram.types import Fact, Triple
 
+# what a graph method's ranking says when it ranked by its passage scores alone: dense cosines, or the hybrid
+# dense + BM25 scores (engram.retrieve.scoring.hybrid_scores; also the `hybrid` method's name)
+DENSE_FALLBACK = "dense"
+HYBRID = "hybrid"
+FALLBACKS = (DENSE_FALLBACK, HYBRID)
+
 FloatArray = npt.NDArray[np.float64]
 # (query, candidate triples) -> indices of the kept candidates, or None when the filter is unavailable
 FilterFn = Callable[[str, Sequence[Triple]], "list[int] | None"]

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.ranking import FilterFn, GraphRanking
+from engram.retrieve.ranking import FALLBACKS, FilterFn, GraphRanking
 from engram.types import Retrieval, RetrievedPassage, Seed, Triple
 
 
@@ -71,7 +71,7 @@ def graph_signals(r: GraphRanking, scores: str, reason: str) -> str:
 
 def fallback_reason(index: GraphIndex, r: GraphRanking) -> str:
     """Why a graph method ranked by its passage scores alone ("" when it did not)."""
-    if r.method not in ("dense", "hybrid"):
+    if r.method not in FALLBACKS:
         return ""
     if not index.fact_alive.any():
         if index.pending:

@@ -12,10 +12,11 @@ import numpy.typing as npt
 from engram.errors import InputError
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.default import HYBRID, first_stage, hipporag2_default
+from engram.retrieve.default import first_stage, hipporag2_default
 from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
+from engram.retrieve.ranking import HYBRID
 from engram.retrieve.recognition import RecognitionFilter
 from engram.retrieve.results import DENSE, HYBRID_SCORES, from_ranking, ranked_passages
 from engram.retrieve.rse import RSEParams

@@ -38,7 +38,8 @@ def hybrid_scores(dense: npt.ArrayLike, lexical: npt.ArrayLike, weight: float) -
     """Dense cosines plus `weight` x each query's lexical (BM25) scores over its best one: the passage that
     matches the query's words best gains `weight` on the cosine scale, one that shares none of them gains
     nothing. Rows are queries (one row: a 1-d array). A query whose words match nowhere (only stopwords)
-    keeps its cosines; non-finite cosines (dead rows) stay as they are, as do non-finite lexical scores."""
+    keeps its cosines; non-finite cosines (dead rows) stay as they are, and a non-finite lexical score counts
+    as no match."""
     cos = np.asarray(dense, dtype=np.float64)
     lex = np.asarray(lexical, dtype=np.float64)
     if cos.shape != lex.shape:
