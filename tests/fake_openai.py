@@ -15,9 +15,9 @@ with HTTP 400 "no scripted response" (so an unscripted call fails fast instead o
 is a `Spec` (built with `reply`, `error`, `hang`, `unknown_model`) or a plain string (a reply with that
 content). Requests for a model not in `models` get the OpenAI-style 404 "model_not_found" automatically;
 with `required_key` set, requests without `Authorization: Bearer <required_key>` get a 401.
-GET {base_url}/models lists `models`. `task_of(request)` tells which engram prompt a request carries
-("ner", "triples", "filter", "reader" or "other"), and `last_user_text(request)` gives its last user
-message, for handlers that answer by content.
+GET {base_url}/models lists `models`; GET /health answers ok, as llama-server's does. `task_of(request)` tells
+which engram prompt a request carries ("ner", "triples", "filter", "reader" or "other"), and
+`last_user_text(request)` gives its last user message, for handlers that answer by content.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def openie_handler(delay: float = 0.0) -> Handler:
 class FakeOpenAI:
     """The server. `start()` / `close()`; thread-safe; see the module docstring for the scripting API."""
 
-    def __init__(self, models: tuple[str, ...] = (DEFAULT_MODEL,)) -> None:
+    def __init__(self, models: tuple[str, ...] = (DEFAULT_MODEL,), port: int = 0) -> None:
         self.models = models
         self.handler: Handler | None = None
         self.required_key: str | None = None
@@ -160,7 +160,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._chats: list[OpenAIChat] = []
-        self._server = _Server(("127.0.0.1", 0), _make_handler_class(self))
+        self._server = _Server(("127.0.0.1", port), _make_handler_class(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -326,6 +326,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             self._send(200, self.fake.models_listing(), {})
+        elif self.path == "/health":  # llama-server's readiness check
+            self._send(200, {"status": "ok"}, {})
         else:
             self._send(404, _error_body(f"no route {self.path}", None), {})
 

@@ -12,20 +12,23 @@ from engram.errors import EngramError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from engram.cli import demo, evaluate, ingest, peers, query
+    from engram.cli import demo, evaluate, ingest, local, peers, query
     from engram.server import commands as server
 
     parser = argparse.ArgumentParser(prog="engram", description="Long-term memory for LLMs (HippoRAG 2).")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (ingest, query, evaluate, demo, peers, server):
+    for group in (ingest, query, evaluate, demo, peers, local, server):
         group.configure(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from engram.cli.local import local_llm
+
     args = build_parser().parse_args(argv)
     try:
-        code = int(args.func(args))
+        with local_llm(args):
+            code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
         return code
     except EngramError as exc:

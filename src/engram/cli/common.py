@@ -129,6 +129,9 @@ def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True
         "all-MiniLM-L6-v2)",
     )
     if llm:
+        from engram.cli.local import add_llm_choice
+
+        add_llm_choice(p)
         p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
         p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
         p.add_argument(

@@ -24,6 +24,7 @@ from engram.llm.base import ChatModel, Message
 from engram.llm.failures import LLMTruncatedError, LLMUnreachableError
 from engram.llm.json_reply import JsonRequest, aask_json, ask_for_json
 from engram.text import normalize_phrase
+from engram.tokens import count_tokens
 from engram.types import Triple
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,21 @@ logger = logging.getLogger(__name__)
 MAX_ENTITIES = 100  # entities kept per passage
 MAX_TRIPLES = 200  # triples kept per passage (the rest are counted as dropped)
 MAX_PHRASE_CHARS = 200  # a longer "phrase" (entity, subject, relation or object) is dropped
+
+# The reply cap of each step, (base, per passage token): an entity list is shorter than its passage plus the
+# JSON around each name; the triples restate the passage's facts, about as long again per fact's subject.
+# A reply that reaches its cap is a model repeating itself (small models loop): it is cut there and its
+# complete items kept, instead of decoding until the server's context is full.
+NER_REPLY_CAP = (128, 1.5)
+TRIPLES_REPLY_CAP = (256, 3.0)
+MAX_REPLY_TOKENS = 4096
+
+
+def reply_cap(cap: tuple[int, float], passage: str) -> int:
+    """The most tokens a reply about `passage` may take under `cap` (at most `MAX_REPLY_TOKENS`)."""
+    base, per_token = cap
+    return min(MAX_REPLY_TOKENS, int(base + per_token * count_tokens(passage)))
+
 
 # The version of the prompts below (and of how replies are read). Change it whenever they change: a memory
 # records "MODEL-IDENTITY PROMPT_VERSION" with each LLM extraction, and `engram extract --redo other`
@@ -214,11 +230,16 @@ EXTRACTION_REQUEST = JsonRequest(
 
 async def aextract_passage(chat: ChatModel, text: str, title: str | None = None) -> ExtractionOutcome:
     """`extract_passage` as a coroutine on the shared loop (`engram.llm.aio`)."""
+    block = _passage_block(text, title)
     try:
-        entities = await aask_json(chat, ner_messages(text, title), _read_entities, EXTRACTION_REQUEST, ENTITY_SCHEMA)
+        entities = await aask_json(
+            chat, ner_messages(text, title), _read_entities, EXTRACTION_REQUEST, ENTITY_SCHEMA,
+            reply_cap(NER_REPLY_CAP, block),
+        )  # fmt: skip
         triples, dropped = await aask_json(
-            chat, triple_messages(text, entities, title), _read_triples, EXTRACTION_REQUEST, TRIPLE_SCHEMA
-        )
+            chat, triple_messages(text, entities, title), _read_triples, EXTRACTION_REQUEST, TRIPLE_SCHEMA,
+            reply_cap(TRIPLES_REPLY_CAP, block),
+        )  # fmt: skip
     except (LLMConfigError, LLMUnreachableError):
         raise
     except ExtractionError as error:
@@ -299,7 +320,7 @@ class _Watched:
         schema: Mapping[str, Any] | None = None,
     ) -> str:
         try:
-            reply = await ask_for_json(self.chat, messages, schema)
+            reply = await ask_for_json(self.chat, messages, schema, max_tokens)
         except LLMTruncatedError:
             self.answered.set()
             raise

@@ -16,9 +16,12 @@ from typing import Any
 from engram.errors import ExtractionError, InputError
 from engram.extract.openie import (
     ENTITY_SCHEMA,
+    NER_REPLY_CAP,
     TRIPLE_SCHEMA,
+    TRIPLES_REPLY_CAP,
     _read_entities,
     ner_messages,
+    reply_cap,
     triple_messages,
 )
 from engram.llm.base import Message
@@ -54,10 +57,10 @@ def _passage_block(p: PassageRow) -> str:
     return f"{p.title}\n{p.text}" if p.title else p.text
 
 
-def _cached(chat: CachedChat | None, messages: list[Message], schema: dict[str, Any]) -> str | None:
+def _cached(chat: CachedChat | None, messages: list[Message], schema: dict[str, Any], cap: int) -> str | None:
     if chat is None:
         return None
-    return chat.store.cached_response(chat.key(messages, True, None, schema))
+    return chat.store.cached_response(chat.key(messages, True, cap, schema))
 
 
 def estimate_extraction(
@@ -69,7 +72,8 @@ def estimate_extraction(
     calls = tokens = cached_calls = 0
     for p in passages:
         ner = ner_messages(p.text, p.title)
-        reply = _cached(chat, ner, ENTITY_SCHEMA)
+        block = _passage_block(p)
+        reply = _cached(chat, ner, ENTITY_SCHEMA, reply_cap(NER_REPLY_CAP, block))
         entities: list[str] | None = None
         if reply is None:
             calls += 1
@@ -86,7 +90,7 @@ def estimate_extraction(
             tokens += message_tokens(triple_messages(p.text, [], p.title), counter) + share
             continue
         second = triple_messages(p.text, entities, p.title)
-        if _cached(chat, second, TRIPLE_SCHEMA) is None:
+        if _cached(chat, second, TRIPLE_SCHEMA, reply_cap(TRIPLES_REPLY_CAP, block)) is None:
             calls += 1
             tokens += message_tokens(second, counter)
         else:

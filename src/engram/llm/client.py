@@ -25,6 +25,7 @@ from engram.text import valid_unicode
 from engram.tokens import count_tokens, message_tokens
 
 C = TypeVar("C", bound="ChatClient")
+STUCK = 3  # timeouts in a row, in units of give_up_after, after which a server that answers is taken as stuck
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json_object", "json_schema", "none")
 
@@ -124,6 +125,11 @@ class ChatClient:
     def close(self) -> None:
         """Release connections."""
 
+    async def _alive(self) -> bool:
+        """Whether the server answers a cheap request now (asked before timeouts in a row stop a run: a
+        server that answers is slow on those requests, not down). False when a client cannot tell."""
+        return False
+
     # shared behaviour -----------------------------------------------------------------------------------
     @property
     def usage(self) -> LLMUsage:
@@ -194,7 +200,9 @@ class ChatClient:
     async def _silence_checked(self, request: ChatRequest) -> ChatResult:
         """One attempt, cut off `timeout` seconds after it starts however the server paces its bytes; after
         `give_up_after` attempts in a row (across all requests) that timed out or found no server, the endpoint
-        is taken as down: `LLMUnreachableError`, no further retry (0: never)."""
+        is taken as down: `LLMUnreachableError`, no further retry (0: never). Timeouts from a server that
+        still answers a cheap request (`_alive`) fail only their request, until `STUCK` times `give_up_after`
+        in a row: a server that answers but never replies is stuck, and stops the run too."""
         import openai
 
         try:
@@ -202,6 +210,9 @@ class ChatClient:
         except openai.APIConnectionError as error:  # includes APITimeoutError
             self._silent[0] += 1
             if self.give_up_after and self._silent[0] >= self.give_up_after:
+                slow = isinstance(error, openai.APITimeoutError) and self._silent[0] < STUCK * self.give_up_after
+                if slow and await self._alive():
+                    raise  # slow replies from a server that answers: this request fails alone
                 raise LLMUnreachableError(
                     f"the LLM at {self.failures.url} did not answer {self._silent[0]} requests in a row "
                     f"({type(error).__name__}, timeout {self.timeout:g}s): it is taken as down and the run stops; "

@@ -75,6 +75,43 @@ def _parse_candidate(text: str) -> dict[str, Any]:
     raise ExtractionError("the reply contains no JSON object")
 
 
+def close_cut_off(text: str) -> str | None:
+    """A reply cut off inside its JSON object, ended after its last complete item of a list (an array, an
+    object or a string inside `[...]`) with the brackets still open closed; None when no item completed.
+    `{"triples": [["a", "b", "c"], ["d", "e` becomes `{"triples": [["a", "b", "c"]]}`. One linear scan."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    closers: list[str] = []
+    cut: tuple[int, str] | None = None
+    in_string, escaped = False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                if closers and closers[-1] == "]":
+                    cut = (i + 1, "".join(reversed(closers)))
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            closers.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not closers or closers[-1] != ch:
+                return None
+            closers.pop()
+            if not closers:
+                return text[start : i + 1]
+            if closers[-1] == "]":
+                cut = (i + 1, "".join(reversed(closers)))
+    return None if cut is None else text[start : cut[0]] + cut[1]
+
+
 def _top_level_objects(text: str) -> list[tuple[int, int | None]]:
     """Spans of the balanced `{...}` regions that are not inside another one. The last span has end None
     when the text ends inside it. Quotes count only inside a region (prose apostrophes are harmless)."""

@@ -38,6 +38,7 @@ from engram.llm.failures import (
     retryable_status,
     server_message,
 )
+from engram.llm.retry import within
 from engram.llm.usage import LLMUsage
 
 __all__ = ["LLMTimeoutError", "LLMTruncatedError", "LLMUnreachableError", "LLMUsage", "OpenAIChat"]
@@ -144,6 +145,14 @@ class OpenAIChat(ChatClient):
     def close(self) -> None:
         if not aio.in_loop_thread():
             aio.run(self._client.close())
+
+    async def _alive(self) -> bool:
+        """GET /models answers within 5 s (a server busy decoding still serves it)."""
+        try:
+            await within(self._client.models.list(timeout=5.0), 5.0, self.url)
+        except openai.OpenAIError:
+            return False
+        return True
 
     def __repr__(self) -> str:
         return f"OpenAIChat(model={self.model!r}, base_url={self.url!r})"

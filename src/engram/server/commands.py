@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engram.cli.local import add_llm_choice
 from engram.errors import InputError
 from engram.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
 from engram.settings import check_target
@@ -102,6 +103,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
         "--embedder",
         help="embedder spec (default: $ENGRAM_EMBEDDER, the memory's config, the one it was written with, MiniLM)",
     )
+    add_llm_choice(p)
     p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")
     p.add_argument("--llm-concurrency", type=int, help="LLM requests in flight at most per memory")
