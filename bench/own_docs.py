@@ -17,6 +17,10 @@ to --out. Exits 2 when a corpus's documents are absent (nothing measured for it)
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/own_docs.py [--corpus manpages|git-relnotes|both]
         [--methods hipporag2,dense,bm25] [--extractor spacy] [--cache ~/.cache/engram-bench/own_docs] [--out DIR]
+        [--fusion significance|weighted]
+
+--fusion sets RetrieveConfig.fusion, how a ranking by passage scores alone (`hybrid`, and the default here,
+where no passage has facts) fuses cosines and BM25; without it, the library's default.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engram import Memory
+from engram.config import FUSIONS
 from engram.ingest.sources import collect
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -165,16 +170,18 @@ def distinct(files: list[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def evaluate(memory: Memory, questions: list[Question], method: str, prefix: str) -> list[dict[str, Any]]:
+def evaluate(memory: Memory, questions: list[Question], method: str, prefix: str,
+             fusion: str | None = None) -> list[dict[str, Any]]:
     """Per question: the file of each of the first 5 passages, the first passage rank of a gold file, and the
-    first rank of a gold file among distinct files (over WIDE passages)."""
+    first rank of a gold file among distinct files (over WIDE passages). `fusion`: RetrieveConfig.fusion."""
     texts = [q.question for q in questions]
+    config = replace(memory.config.retrieve, fusion=fusion) if fusion else None
 
     def files_of(retrieval: Any) -> list[str]:
         return [p.doc_id.removeprefix(prefix) for p in retrieval.passages]
 
-    top = memory.retrieve(texts, top_k=5, method=method)
-    wide = memory.retrieve(texts, top_k=WIDE, method=method)
+    top = memory.retrieve(texts, top_k=5, method=method, config=config)
+    wide = memory.retrieve(texts, top_k=WIDE, method=method, config=config)
     rows = []
     for q, narrow_r, wide_r in zip(questions, top, wide):
         gold = set(q.gold)
@@ -246,13 +253,15 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
               f"{stats['documents']} documents, {stats['passages']} passages, {stats.get('facts', 0)} facts, "
               f"{stats.get('phrases', 0)} phrases")
         kinds = Counter(q.kind for q in questions)
+        fusion = args.fusion or memory.config.retrieve.fusion
+        print(f"[{name}] fusion of passage scores alone: {fusion}")
         print(f"[{name}] {len(questions)} questions ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
         table: dict[str, dict[str, dict[str, Any]]] = {}
         summary: dict[str, Any] = {}
         print(f"{'method':<12} {'top-1':>6} {'top-5':>6} {'files@5':>8}   ranked by")
         for method in args.methods:
             start = time.perf_counter()
-            rows = evaluate(memory, questions, method, prefix)
+            rows = evaluate(memory, questions, method, prefix, args.fusion)
             took = time.perf_counter() - start
             s = summarise(rows)
             by = Counter(r["ranked_by"] for r in rows)
@@ -265,7 +274,8 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
                 part = [r for r, q in zip(rows, questions) if q.kind == kind]
                 k = summarise(part)
                 print(f"  {kind:<10} {k['top1']:6.3f} {k['top5']:6.3f} {k['files5']:8.3f}   ({len(part)} questions)")
-    write_outputs(args.out, name, suffix, questions, args.methods, table, summary, stats)
+    named = suffix + (f"-{args.fusion}" if args.fusion else "")  # the memory is shared; the tables are not
+    write_outputs(args.out, name, named, questions, args.methods, table, summary, {**stats, "fusion": fusion})
     return 0
 
 
@@ -301,6 +311,8 @@ def main() -> int:
     parser.add_argument("--embedder", default=None, help="default: the library's (all-MiniLM-L6-v2)")
     parser.add_argument("--cache", type=Path, default=default_cache(), help="corpus folders and memories")
     parser.add_argument("--out", type=Path, default=None, help="per-question tables (default: CACHE/results)")
+    parser.add_argument("--fusion", choices=FUSIONS, default=None,
+                        help="how passage scores alone are fused (RetrieveConfig.fusion; default: the library's)")
     parser.add_argument("--prepare-only", action="store_true", help="write the corpus folders, index nothing")
     args = parser.parse_args()
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
