@@ -90,9 +90,13 @@ def best_of_n_surprisal(log_tail: npt.ArrayLike, n: int) -> FloatArray:
     log_n = math.log(n)
     rare = lp + log_n < -20.0  # n p < 2e-9: -log(1 - (1 - p)^n) is -log(n p) to within n p
     out[rare] = -(lp[rare] + log_n)
-    rest = ~rare & (lp < 0.0)
+    # p = 1 is no evidence, and n p >= 800 leaves (1 - p)^n <= e^-800, which is 0 in float64: both stay 0
+    rest = ~rare & (lp < 0.0) & (lp + log_n < math.log(800.0))
     t = n * np.log1p(-np.exp(lp[rest]))  # log((1 - p)^n), in (-inf, 0)
-    out[rest] = -np.where(t > -math.log(2.0), np.log(-np.expm1(t)), np.log1p(-np.exp(t)))  # -log(1 - e^t)
+    near = t > -math.log(2.0)
+    t[near] = np.log(-np.expm1(t[near]))
+    t[~near] = np.log1p(-np.exp(t[~near]))  # log(1 - e^t), accurate on both sides (Maechler 2012)
+    out[rest] = -t
     return out
 
 
@@ -109,30 +113,28 @@ def _match_log_tail(scores: FloatArray) -> FloatArray:
     """log P(S >= score) per row for BM25 scores: the share of passages matching any query word times a gamma
     tail fitted by moments to the row's matching (positive) scores; non-matching passages: 0 (p = 1). A row
     with one match, or matches all alike, gives every match just the share."""
-    matched = np.isfinite(scores) & (scores > 0)
-    x = np.where(matched, scores, 0.0)
-    count = matched.sum(axis=1, keepdims=True).astype(np.float64)
-    share = np.log(np.maximum(count, 1.0) / scores.shape[1])
-    mean = np.divide(x.sum(axis=1, keepdims=True), count, out=np.zeros_like(count), where=count > 0)
-    var = np.divide((np.where(matched, x - mean, 0.0) ** 2).sum(axis=1, keepdims=True), count,
-                    out=np.zeros_like(count), where=count > 0)
-    fitted = (count > 1) & (var > 1e-12 * mean * mean)
-    shape = np.divide(mean * mean, var, out=np.ones_like(mean), where=fitted)
-    scale = np.divide(var, mean, out=np.ones_like(mean), where=fitted)
-    tail = np.where(fitted & matched, _gamma_log_sf(x / scale, shape), 0.0)
-    out: FloatArray = np.where(matched, share + tail, 0.0)
+    out = np.zeros_like(scores)
+    for row, values in zip(out, scores):
+        matched = np.flatnonzero(np.isfinite(values) & (values > 0))
+        if not len(matched):
+            continue
+        x = values[matched]
+        row[matched] = math.log(len(matched) / len(values))
+        mean, var = float(x.mean()), float(x.var())
+        if len(matched) > 1 and var > 1e-12 * mean * mean:
+            row[matched] += _gamma_log_sf(x * (mean / var), mean * mean / var)  # shape mean^2/var, scale var/mean
     return out
 
 
-def _gamma_log_sf(x: FloatArray, shape: FloatArray) -> FloatArray:
-    """log of the regularised upper incomplete gamma Q(shape, x); where Q underflows (x in the hundreds of
-    scales), its leading asymptotic terms (shape - 1) log x - x - log Gamma(shape) + log(1 + (shape - 1) / x)."""
-    shape = np.broadcast_to(shape, x.shape)
+def _gamma_log_sf(x: FloatArray, shape: float) -> FloatArray:
+    """log of the regularised upper incomplete gamma Q(shape, x); where Q underflows (x in the hundreds),
+    its leading asymptotic terms (shape - 1) log x - x - log Gamma(shape) + log(1 + (shape - 1) / x)."""
     q = gammaincc(shape, x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        exact = np.log(q)
-        far = (shape - 1.0) * np.log(x) - x - gammaln(shape) + np.log1p((shape - 1.0) / x)
-    out: FloatArray = np.where(q > 1e-300, exact, far)
+    out: FloatArray = np.empty_like(x)
+    exact = q > 1e-300
+    out[exact] = np.log(q[exact])
+    far = x[~exact]
+    out[~exact] = (shape - 1.0) * np.log(far) - far - gammaln(shape) + np.log1p((shape - 1.0) / far)
     return out
 
 
