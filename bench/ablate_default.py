@@ -92,7 +92,8 @@ def report(memory: Memory, subset: list[Question]) -> None:
     found["rrf(before, dense), k=60"] = [rrf(g, d) for g, d in zip(found["  without all four (before)"], dense)]
     found["dense"] = dense
     found["bm25"] = ranked(memory, subset, "bm25", base)
-    found["hybrid (dense + BM25 scores)"] = ranked(memory, subset, "hybrid", base)
+    found["hybrid (significance fusion)"] = ranked(memory, subset, "hybrid", base)
+    found["hybrid (weighted: the prior's)"] = ranked(memory, subset, "hybrid", replace(base, fusion="weighted"))
     for name, rankings in found.items():
         print(f"{name:<34}" + "".join(f"{v:7.3f}" for v in recalls(rankings, subset)))
     differ = sum(g[0] != d[0] for g, d in zip(found["  without dense_first"], dense))

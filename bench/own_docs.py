@@ -1,9 +1,14 @@
 """Retrieval on documents this machine already has, with no LLM: the path a new user takes with `engram index`.
 
-Two corpora, checked separately:
+Four corpora, checked separately:
   manpages       several hundred man pages (the list in bench/data/own_docs_manpages_files.txt), rendered to
                  plain text with `man -l` (MANWIDTH=100, no hyphenation or justification, overstrikes removed)
   git-relnotes   git's release notes (/usr/share/doc/git/RelNotes/*.txt, gzipped ones unpacked)
+  manpages-5     held out (written after the fusion of passage scores alone was chosen on the two above): 156
+                 section-5 pages not in the first list (bench/data/own_docs_manpages_5_files.txt), rendered alike
+  debian-changelogs  held out too: the Debian changelogs of the installed packages
+                 (/usr/share/doc/PACKAGE/changelog.Debian.gz) of 2,000 to 12,000 characters, as PACKAGE.txt, each
+                 text once (under the first package name that has it)
 Each corpus is written as a folder of .txt files into the cache, then indexed as `engram index FOLDER` would
 (engram.ingest.sources.collect, the default embedder, no LLM, no extractor unless --extractor spacy); the
 memory is kept in the cache and reused (indexing again only adds what changed).
@@ -15,8 +20,13 @@ retrieved passages (top-1, top-5: passages, so several may come from one file); 
 gold file is among the first 5 distinct files of the first 30 passages. The per-question table and a summary go
 to --out. Exits 2 when a corpus's documents are absent (nothing measured for it).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/own_docs.py [--corpus manpages|git-relnotes|both]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/own_docs.py
+        [--corpus manpages|git-relnotes|manpages-5|debian-changelogs|both|all]
         [--methods hipporag2,dense,bm25] [--extractor spacy] [--cache ~/.cache/engram-bench/own_docs] [--out DIR]
+        [--fusion significance|weighted]
+
+--fusion sets RetrieveConfig.fusion, how a ranking by passage scores alone (`hybrid`, and the default here,
+where no passage has facts) fuses cosines and BM25; without it, the library's default.
 """
 
 from __future__ import annotations
@@ -31,17 +41,21 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engram import Memory
+from engram.config import FUSIONS
 from engram.ingest.sources import collect
 
 DATA = Path(__file__).resolve().parent / "data"
 MAN_ROOT = Path("/usr/share/man")
 RELNOTES = Path("/usr/share/doc/git/RelNotes")
-CORPORA = ("manpages", "git-relnotes")
+DOC_ROOT = Path("/usr/share/doc")
+CORPORA = ("manpages", "git-relnotes", "manpages-5", "debian-changelogs")
+MAN_LISTS = {"manpages": "own_docs_manpages_files.txt", "manpages-5": "own_docs_manpages_5_files.txt"}
+CHANGELOG_SIZE = (2000, 12000)  # characters of a Debian changelog kept in debian-changelogs
 WIDE = 30  # passages asked for when counting distinct files
 OVERSTRIKE = re.compile(r".\x08")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -81,8 +95,8 @@ def check_gold(questions: list[Question], folder: Path) -> list[str]:
     return bad
 
 
-def manpage_list() -> list[str]:
-    lines = (DATA / "own_docs_manpages_files.txt").read_text(encoding="utf-8").splitlines()
+def manpage_list(listing: str = MAN_LISTS["manpages"]) -> list[str]:
+    lines = (DATA / listing).read_text(encoding="utf-8").splitlines()
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
@@ -110,12 +124,12 @@ def write_if_changed(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def build_manpages(folder: Path) -> tuple[int, list[str]]:
-    """Render the listed pages into `folder` (a page already rendered is kept); (pages written, missing)."""
+def build_manpages(folder: Path, listing: str = MAN_LISTS["manpages"]) -> tuple[int, list[str]]:
+    """Render the pages of `listing` into `folder` (a page already rendered is kept); (pages written, missing)."""
     folder.mkdir(parents=True, exist_ok=True)
     missing: list[str] = []
     count = 0
-    for relative in manpage_list():
+    for relative in manpage_list(listing):
         source = MAN_ROOT / relative
         target = folder / rendered_name(relative)
         if not source.is_file():
@@ -150,6 +164,26 @@ def build_relnotes(folder: Path) -> tuple[int, list[str]]:
     return count, []
 
 
+def build_changelogs(folder: Path) -> tuple[int, list[str]]:
+    """Unpack each installed package's Debian changelog of CHANGELOG_SIZE characters into `folder` as
+    PACKAGE.txt, a text shared by several packages once, under the first of their names."""
+    folder.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    count = 0
+    for source in sorted(DOC_ROOT.glob("*/changelog.Debian.gz"), key=lambda path: path.parent.name):
+        try:
+            text = gzip.decompress(source.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if not CHANGELOG_SIZE[0] <= len(text) <= CHANGELOG_SIZE[1] or digest in seen:
+            continue
+        seen.add(digest)
+        write_if_changed(folder / f"{source.parent.name}.txt", text)
+        count += 1
+    return count, []
+
+
 def corpus_digest(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.txt")):
@@ -165,16 +199,18 @@ def distinct(files: list[str]) -> list[str]:
     return list(dict.fromkeys(files))
 
 
-def evaluate(memory: Memory, questions: list[Question], method: str, prefix: str) -> list[dict[str, Any]]:
+def evaluate(memory: Memory, questions: list[Question], method: str, prefix: str,
+             fusion: str | None = None) -> list[dict[str, Any]]:
     """Per question: the file of each of the first 5 passages, the first passage rank of a gold file, and the
-    first rank of a gold file among distinct files (over WIDE passages)."""
+    first rank of a gold file among distinct files (over WIDE passages). `fusion`: RetrieveConfig.fusion."""
     texts = [q.question for q in questions]
+    config = replace(memory.config.retrieve, fusion=fusion) if fusion else None
 
     def files_of(retrieval: Any) -> list[str]:
         return [p.doc_id.removeprefix(prefix) for p in retrieval.passages]
 
-    top = memory.retrieve(texts, top_k=5, method=method)
-    wide = memory.retrieve(texts, top_k=WIDE, method=method)
+    top = memory.retrieve(texts, top_k=5, method=method, config=config)
+    wide = memory.retrieve(texts, top_k=WIDE, method=method, config=config)
     rows = []
     for q, narrow_r, wide_r in zip(questions, top, wide):
         gold = set(q.gold)
@@ -202,12 +238,18 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
     questions_path = DATA / f"own_docs_{name.replace('-', '_')}.jsonl"
     questions = load_questions(questions_path) if questions_path.exists() or not args.prepare_only else []
     folder = args.cache / name
-    if name == "manpages":
+    if name in MAN_LISTS:
         if not MAN_ROOT.is_dir() or not any((MAN_ROOT / "man1").glob("*")):
             print(f"[{name}] no man pages under {MAN_ROOT}: skipped", file=sys.stderr)
             return 2
         start = time.perf_counter()
-        count, missing = build_manpages(folder)
+        count, missing = build_manpages(folder, MAN_LISTS[name])
+    elif name == "debian-changelogs":
+        if not any(DOC_ROOT.glob("*/changelog.Debian.gz")):
+            print(f"[{name}] no Debian changelogs under {DOC_ROOT}: skipped", file=sys.stderr)
+            return 2
+        start = time.perf_counter()
+        count, missing = build_changelogs(folder)
     else:
         if not RELNOTES.is_dir():
             print(f"[{name}] no {RELNOTES} (is git's documentation installed?): skipped", file=sys.stderr)
@@ -246,13 +288,15 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
               f"{stats['documents']} documents, {stats['passages']} passages, {stats.get('facts', 0)} facts, "
               f"{stats.get('phrases', 0)} phrases")
         kinds = Counter(q.kind for q in questions)
+        fusion = args.fusion or memory.config.retrieve.fusion
+        print(f"[{name}] fusion of passage scores alone: {fusion}")
         print(f"[{name}] {len(questions)} questions ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
         table: dict[str, dict[str, dict[str, Any]]] = {}
         summary: dict[str, Any] = {}
         print(f"{'method':<12} {'top-1':>6} {'top-5':>6} {'files@5':>8}   ranked by")
         for method in args.methods:
             start = time.perf_counter()
-            rows = evaluate(memory, questions, method, prefix)
+            rows = evaluate(memory, questions, method, prefix, args.fusion)
             took = time.perf_counter() - start
             s = summarise(rows)
             by = Counter(r["ranked_by"] for r in rows)
@@ -265,7 +309,8 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
                 part = [r for r, q in zip(rows, questions) if q.kind == kind]
                 k = summarise(part)
                 print(f"  {kind:<10} {k['top1']:6.3f} {k['top5']:6.3f} {k['files5']:8.3f}   ({len(part)} questions)")
-    write_outputs(args.out, name, suffix, questions, args.methods, table, summary, stats)
+    named = suffix + (f"-{args.fusion}" if args.fusion else "")  # the memory is shared; the tables are not
+    write_outputs(args.out, name, named, questions, args.methods, table, summary, {**stats, "fusion": fusion})
     return 0
 
 
@@ -294,18 +339,21 @@ def write_outputs(out: Path, name: str, suffix: str, questions: list[Question], 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", choices=[*CORPORA, "both"], default="both")
+    parser.add_argument("--corpus", choices=[*CORPORA, "both", "all"], default="both",
+                        help="both: manpages and git-relnotes; all: the four")
     parser.add_argument("--methods", default="hipporag2,dense,bm25", help="comma-separated retrieval methods")
     parser.add_argument("--extractor", choices=["spacy"], default=None,
                         help="build the graph with the offline spaCy extractor (default: none, passages pending)")
     parser.add_argument("--embedder", default=None, help="default: the library's (all-MiniLM-L6-v2)")
     parser.add_argument("--cache", type=Path, default=default_cache(), help="corpus folders and memories")
     parser.add_argument("--out", type=Path, default=None, help="per-question tables (default: CACHE/results)")
+    parser.add_argument("--fusion", choices=FUSIONS, default=None,
+                        help="how passage scores alone are fused (RetrieveConfig.fusion; default: the library's)")
     parser.add_argument("--prepare-only", action="store_true", help="write the corpus folders, index nothing")
     args = parser.parse_args()
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     args.out = args.out or args.cache / "results"
-    names = CORPORA if args.corpus == "both" else (args.corpus,)
+    names = {"both": CORPORA[:2], "all": CORPORA}.get(args.corpus, (args.corpus,))
     codes = [run_corpus(name, args) for name in names]
     return max(codes)
 

@@ -10,6 +10,8 @@ from typing import Any
 from engram.errors import InputError
 from engram.text import ChunkConfig
 
+FUSIONS = ("significance", "weighted")  # how passage scores alone rank (RetrieveConfig.fusion)
+
 
 @dataclass(frozen=True)
 class GraphConfig:
@@ -61,8 +63,11 @@ class RetrieveConfig:
     `inner_name_weight` x their parent's weight (0: none) and keeps the first stage's best passage first
     (`dense_first`). Its passage scores (the prior, the first passage, the ranking of a query the graph cannot
     seed) are hybrid: the cosine plus `lexical_weight` x the passage's BM25 score over the query's best
-    (engram.retrieve.scoring.hybrid_scores; 0: dense alone, as before). `hipporag2-paper` ignores these ten;
-    the `hybrid` method ranks by the hybrid score alone."""
+    (engram.retrieve.scoring.hybrid_scores; 0: dense alone, as before). A query ranked by its passage scores
+    alone (the `hybrid` method, and the default's queries the graph cannot seed) fuses them by `fusion`:
+    "significance" (engram.retrieve.scoring.significance_scores: each signal by how far its scores stand
+    out for the query, no weight) or "weighted" (the hybrid score above). `hipporag2-paper` ignores these
+    eleven."""
 
     fact_top_k: int = 5
     max_seeds: int = 5
@@ -80,6 +85,7 @@ class RetrieveConfig:
     inner_name_weight: float = 0.15
     dense_first: bool = True
     lexical_weight: float = 0.2
+    fusion: str = "significance"
 
     def __post_init__(self) -> None:
         for name in ("fact_top_k", "max_seeds", "seed_fact_top_k"):
@@ -87,6 +93,8 @@ class RetrieveConfig:
         for name in ("passage_weight", "fact_seed_weight", "prior_weight", "inner_name_weight"):
             _number("retrieve", name, getattr(self, name), 0.0)
         _number("retrieve", "lexical_weight", self.lexical_weight, 0.0, 10.0)
+        if self.fusion not in FUSIONS:
+            raise InputError(f"retrieve setting fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
         _number("retrieve", "damping", self.damping, 0.0, 1.0, below=True)  # 1 would never reset: no solution
         _number("retrieve", "prior_temperature", self.prior_temperature, 0.0, above=True)
         if self.fact_temperature is not None:

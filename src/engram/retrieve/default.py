@@ -34,8 +34,13 @@ What differs from the paper, and why (traces: bench/trace_quality.py):
   the graph's was better once); with weight 0.5 and the rules above they agree on all 50. No threshold: a
   cosine-margin gate would be a constant fitted to 25 questions.
 
-A query with neither a kept fact nor a linked phrase is ranked by its passage scores alone (`method ==
-"hybrid"`, or `"dense"` with `lexical_weight` 0).
+A query with neither a kept fact nor a linked phrase (every query of a memory without facts) is ranked by
+its passage scores alone (`method == "hybrid"`, or `"dense"` with `lexical_weight` 0), fused by
+`RetrieveConfig.fusion` (`ranking_scores`): by default each signal by how far its scores stand out for that
+query (`engram.retrieve.scoring.significance_scores`), not by the prior's fixed share. The prior needs scores
+on the cosine scale of its temperature; a ranking by these scores alone has no such constraint, and a fixed
+share cannot serve both a corpus whose embeddings tell its passages apart (man pages) and one whose
+embeddings do not (release notes): docs/method.md.
 """
 
 from __future__ import annotations
@@ -61,7 +66,14 @@ from engram.retrieve.ranking import (
     kept_facts_all,
     rank_full_graph,
 )
-from engram.retrieve.scoring import gap_weights, hybrid_scores, min_max, phrase_seeds, top_k
+from engram.retrieve.scoring import (
+    gap_weights,
+    hybrid_scores,
+    min_max,
+    phrase_seeds,
+    significance_scores,
+    top_k,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -126,12 +138,14 @@ def combined_seeds(
 @dataclass(frozen=True)
 class Seeded:
     """What the default method gives PageRank for a batch of queries: each query's reset by its parts
-    (None: no seed, ranked densely), its seed phrases, its facts, and the dense passage scores."""
+    (None: no seed, ranked by its passage scores alone), its seed phrases, its facts, the first stage's
+    passage scores and the cosines they were built from."""
 
     resets: list[SeedReset | None]
     seeds: list[list[tuple[str, float]]]
     evidence: list[Evidence]
     passage_scores: FloatArray
+    cosines: FloatArray
 
 
 def default_seeds(
@@ -144,7 +158,8 @@ def default_seeds(
 ) -> Seeded:
     """The reset vectors of the default method: linked phrases, the paper's fact seeds, the passage prior.
     `lexical`: the queries' BM25 scores per passage, mixed into the passage scores (`lexical_weight`)."""
-    passage_scores = first_stage(index.dense_scores(query_vectors), lexical, config)
+    cosines = index.dense_scores(query_vectors)
+    passage_scores = first_stage(cosines, lexical, config)
     fact_scores = index.fact_scores(query_vectors, config.seed_fact_top_k, lowest=config.fact_temperature is None)
     keep = named_only if config.named_links else None
     none: tuple[IntArray, FloatArray] = (np.zeros(0, np.int64), np.zeros(0))
@@ -162,7 +177,7 @@ def default_seeds(
         resets.append(SeedReset(seed_rows, seed_weights, prior))
         seeds.append([(index.tables.phrases[r], float(w)) for r, w in zip(seed_rows.tolist(), seed_weights.tolist())])
     evidence = [(candidates, kept, filtered) for candidates, kept, _, filtered in picked]
-    return Seeded(resets, seeds, evidence, passage_scores)
+    return Seeded(resets, seeds, evidence, passage_scores, cosines)
 
 
 def hipporag2_default(
@@ -179,8 +194,13 @@ def hipporag2_default(
     seeded = default_seeds(index, query_vectors, queries, config, recognition, lexical)
     scores = seeded.passage_scores
     fallback = HYBRID if uses_lexical(lexical, config) else DENSE_FALLBACK
+    alone = [qi for qi, reset in enumerate(seeded.resets) if reset is None]
+    ranked_alone = scores
+    if alone and lexical is not None:  # only the queries the graph cannot seed are fused for ranking alone
+        ranked_alone = scores.copy()
+        ranked_alone[alone] = ranking_scores(seeded.cosines[alone], lexical[alone], config, index.passage_alive)
     rankings = rank_full_graph(
-        index, seeded.resets, scores, seeded.seeds, seeded.evidence, config.damping, k, METHOD, fallback
+        index, seeded.resets, ranked_alone, seeded.seeds, seeded.evidence, config.damping, k, METHOD, fallback
     )
     if not config.dense_first:
         return rankings
@@ -192,10 +212,25 @@ def uses_lexical(lexical: FloatArray | None, config: RetrieveConfig) -> bool:
 
 
 def first_stage(dense: FloatArray, lexical: FloatArray | None, config: RetrieveConfig) -> FloatArray:
-    """The passage scores of the default method and of `hybrid`: cosines, plus BM25 when given and weighed."""
+    """The default method's passage scores (its prior and first passage, and the `weighted` fusion of
+    `ranking_scores`): cosines, plus BM25 when given and weighed."""
     if lexical is None or config.lexical_weight <= 0:
         return dense
     return hybrid_scores(dense, lexical, config.lexical_weight)
+
+
+def ranking_scores(
+    dense: FloatArray, lexical: FloatArray | None, config: RetrieveConfig, alive: npt.ArrayLike
+) -> FloatArray:
+    """The scores a query ranked by its passage scores alone is ranked by (the `hybrid` method, and the
+    default's queries without seeds): `RetrieveConfig.fusion` "significance" fuses cosines and BM25 by how far
+    each stands out (`significance_scores`), "weighted" is the first stage's hybrid score; without BM25
+    scores (or with `lexical_weight` 0) the cosines. `alive`: which rows are live passages."""
+    if lexical is None or config.lexical_weight <= 0:
+        return dense
+    if config.fusion == "weighted":
+        return first_stage(dense, lexical, config)
+    return significance_scores(dense, lexical, alive)
 
 
 def dense_first(ranking: GraphRanking, passage_scores: FloatArray, tiebreak: npt.ArrayLike) -> GraphRanking:

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from engram.errors import InputError
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.default import first_stage, hipporag2_default
+from engram.retrieve.default import hipporag2_default, ranking_scores
 from engram.retrieve.hipporag2 import hipporag2
 from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
@@ -81,7 +81,7 @@ def retrieve(
     vectors = ctx.embed_queries(queries)
     if method in ("dense", HYBRID):
         lexical = lexical_scores(ctx, queries) if method == HYBRID else None
-        scores = first_stage(index.dense_scores(vectors), lexical, ctx.config)
+        scores = ranking_scores(index.dense_scores(vectors), lexical, ctx.config, index.passage_alive)
         out = []
         for qi, q in enumerate(queries):
             rows = top_rows(index.rankable(scores[qi]), k, index.passage_rank)

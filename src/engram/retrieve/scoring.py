@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
+from scipy.special import gammaincc, gammaln, log_ndtr
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -50,6 +53,88 @@ def hybrid_scores(dense: npt.ArrayLike, lexical: npt.ArrayLike, weight: float) -
     best = lex2.max(axis=1, keepdims=True)
     scaled = np.divide(lex2, best, out=np.zeros_like(lex2), where=best > 0)
     out: FloatArray = cos + weight * scaled.reshape(cos.shape)
+    return out
+
+
+def significance_scores(dense: npt.ArrayLike, lexical: npt.ArrayLike, alive: npt.ArrayLike | None = None) -> FloatArray:
+    """Dense cosines and BM25 scores fused as evidence, in nats, for ranking by passage scores alone: each
+    score's tail probability under a null fitted to the query's own scores over the `alive` passages (cosine:
+    a normal; BM25: the share of passages that match any query word times a gamma fitted by moments to the
+    matching scores), turned into how unlikely it is that the best of the n passages would reach it by chance
+    (`best_of_n_surprisal`), and the two summed (Fisher's method). So no weight: a signal weighs as much as
+    its scores stand out for that query and corpus, and one that does not single any passage out (cosines of
+    release notes that all read alike) gives way to the other. Rows are queries (one row: a 1-d array); dead
+    rows get -inf; a non-finite or non-positive BM25 score counts as no match. Why: docs/method.md."""
+    cos = np.asarray(dense, dtype=np.float64)
+    lex = np.asarray(lexical, dtype=np.float64)
+    if cos.shape != lex.shape:
+        raise ValueError(f"dense scores {cos.shape} and lexical scores {lex.shape} differ in shape")
+    cos2, lex2 = np.atleast_2d(cos), np.atleast_2d(lex)
+    live = np.ones(cos2.shape[1], dtype=bool) if alive is None else np.asarray(alive, dtype=bool)
+    n = int(live.sum())
+    out = np.full(cos2.shape, -np.inf)
+    if n and cos2.size:
+        evidence = best_of_n_surprisal(_normal_log_tail(cos2[:, live]), n)
+        evidence += best_of_n_surprisal(_match_log_tail(lex2[:, live]), n)
+        out[:, live] = evidence
+    result: FloatArray = out.reshape(cos.shape)
+    return result
+
+
+def best_of_n_surprisal(log_tail: npt.ArrayLike, n: int) -> FloatArray:
+    """-log P(the best of `n` independent null scores reaches this one) = -log(1 - (1 - p)^n), from log p:
+    about -log(n p) for a score no null passage is likely to reach, falling to 0 for one that many would
+    (Sidak's correction for the n passages a query is compared with). p = 1 (no evidence) gives 0."""
+    lp = np.minimum(np.asarray(log_tail, dtype=np.float64), 0.0)
+    out = np.zeros_like(lp)
+    log_n = math.log(n)
+    rare = lp + log_n < -20.0  # n p < 2e-9: -log(1 - (1 - p)^n) is -log(n p) to within n p
+    out[rare] = -(lp[rare] + log_n)
+    # p = 1 is no evidence, and n p >= 800 leaves (1 - p)^n <= e^-800, which is 0 in float64: both stay 0
+    rest = ~rare & (lp < 0.0) & (lp + log_n < math.log(800.0))
+    t = n * np.log1p(-np.exp(lp[rest]))  # log((1 - p)^n), in (-inf, 0)
+    near = t > -math.log(2.0)
+    t[near] = np.log(-np.expm1(t[near]))
+    t[~near] = np.log1p(-np.exp(t[~near]))  # log(1 - e^t), accurate on both sides (Maechler 2012)
+    out[rest] = -t
+    return out
+
+
+def _normal_log_tail(scores: FloatArray) -> FloatArray:
+    """log P(X >= score) per row, X normal with the row's mean and deviation (rows of equal scores: 0)."""
+    mean = scores.mean(axis=1, keepdims=True)
+    spread = scores.std(axis=1, keepdims=True)
+    z = np.divide(scores - mean, spread, out=np.zeros_like(scores), where=spread > 1e-12)
+    out: FloatArray = np.where(spread > 1e-12, log_ndtr(-z), 0.0)
+    return out
+
+
+def _match_log_tail(scores: FloatArray) -> FloatArray:
+    """log P(S >= score) per row for BM25 scores: the share of passages matching any query word times a gamma
+    tail fitted by moments to the row's matching (positive) scores; non-matching passages: 0 (p = 1). A row
+    with one match, or matches all alike, gives every match just the share."""
+    out = np.zeros_like(scores)
+    for row, values in zip(out, scores):
+        matched = np.flatnonzero(np.isfinite(values) & (values > 0))
+        if not len(matched):
+            continue
+        x = values[matched]
+        row[matched] = math.log(len(matched) / len(values))
+        mean, var = float(x.mean()), float(x.var())
+        if len(matched) > 1 and var > 1e-12 * mean * mean:
+            row[matched] += _gamma_log_sf(x * (mean / var), mean * mean / var)  # shape mean^2/var, scale var/mean
+    return out
+
+
+def _gamma_log_sf(x: FloatArray, shape: float) -> FloatArray:
+    """log of the regularised upper incomplete gamma Q(shape, x); where Q underflows (x in the hundreds),
+    its leading asymptotic terms (shape - 1) log x - x - log Gamma(shape) + log(1 + (shape - 1) / x)."""
+    q = gammaincc(shape, x)
+    out: FloatArray = np.empty_like(x)
+    exact = q > 1e-300
+    out[exact] = np.log(q[exact])
+    far = x[~exact]
+    out[~exact] = (shape - 1.0) * np.log(far) - far - gammaln(shape) + np.log1p((shape - 1.0) / far)
     return out
 
 
