@@ -44,3 +44,32 @@ def test_the_answer_is_kept_and_threads_agree() -> None:
         answers = set(pool.map(lambda _: optional.installed("json"), range(64)))
     assert answers == {True} and optional.installed("engram_no_such_module") is False
     assert optional.module("engram_no_such_module") is None and optional.module("json") is sys.modules["json"]
+
+
+MISSING = """
+import sys
+sys.modules[{name!r}] = None  # what an uninstalled module looks like to `import`
+from engram.errors import MissingDependencyError
+try:
+    {call}
+except MissingDependencyError as error:
+    assert "engram[ann]" in str(error), error
+else:
+    raise SystemExit("no MissingDependencyError")
+"""
+NEEDS = {
+    "faiss": ("faiss", "from engram.graph import ann; ann.library()"),
+    "8-bit codes on": (
+        "simsimd",
+        "from engram.index import coded; from engram.config import GraphConfig; "
+        "coded.use_codes(GraphConfig(fact_codes='on'), 10)",
+    ),
+}
+
+
+@pytest.mark.parametrize("need", sorted(NEEDS))
+def test_a_missing_extra_raises_missing_dependency_error_naming_it(need: str) -> None:
+    name, call = NEEDS[need]
+    script = MISSING.format(name=name, call=call)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:] + run.stdout[-500:]

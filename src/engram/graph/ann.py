@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram import optional
-from engram.errors import InputError
+from engram.errors import MissingDependencyError
 
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
@@ -43,11 +43,11 @@ def available() -> bool:
 
 
 def library() -> Any:
-    """The faiss module (InputError naming the extra when it is not installed)."""
+    """The faiss module (MissingDependencyError naming the extra when it is not installed)."""
     try:
         import faiss
     except ImportError as exc:
-        raise InputError(INSTALL) from exc
+        raise MissingDependencyError(INSTALL) from exc
     return faiss
 
 

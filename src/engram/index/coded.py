@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from engram import optional
 from engram.config import GraphConfig
-from engram.errors import InputError
+from engram.errors import MissingDependencyError
 from engram.graph.parallel import THREADS, kernel_dots, row_dots
 from engram.index.rows import Rows, RowView
 
@@ -68,7 +68,7 @@ def _kernel() -> Any:
     try:
         import simsimd
     except ImportError as exc:
-        raise InputError(INSTALL) from exc
+        raise MissingDependencyError(INSTALL) from exc
     return simsimd
 
 
@@ -89,7 +89,7 @@ class SavedCodes:
 def use_codes(config: GraphConfig, facts: int) -> bool:
     """Whether a view of `facts` fact rows scores them through codes, by `config.fact_codes`."""
     if config.fact_codes == "on" and not available():
-        raise InputError(INSTALL)
+        raise MissingDependencyError(INSTALL)
     if config.fact_codes == "off" or (config.fact_codes == "auto" and not available()):
         return False
     return config.fact_codes == "on" or facts >= config.fact_codes_min_rows
