@@ -83,7 +83,8 @@ def sample(
 @contextmanager
 def server(args: argparse.Namespace) -> Iterator[OpenAIChat]:
     """The chat client: on --base-url/--model, or on a started local server."""
-    options: dict[str, Any] = {"response_format": "json_schema", "timeout": 600.0, "max_concurrency": args.slots}
+    options: dict[str, Any] = {"response_format": "json_schema", "timeout": 600.0, "max_concurrency": args.slots,
+                               "stop_loops": True}  # fmt: skip
     if args.base_url:
         with OpenAIChat(args.model, base_url=args.base_url, **options) as chat:
             yield chat
@@ -191,14 +192,32 @@ def agreement(own: dict[str, Any], released: dict[str, Any]) -> dict[str, float]
     }
 
 
-def recalls(memory: Memory, questions: Sequence[Question], method: str) -> tuple[list[float], int, int]:
-    """recall@1/2/5, how many queries the filter kept no fact for, and the facts kept in all."""
+def recalls(
+    memory: Memory, questions: Sequence[Question], method: str, sources: Mapping[tuple[str, ...], set[str]]
+) -> tuple[list[float], int, int, float]:
+    """recall@1/2/5; how many queries the filter kept no fact for; the facts kept (or, unfiltered, taken) in
+    all; and the share of those that a gold passage of their question states (`sources`: a normalised triple
+    -> the passages stating it), the filter's precision by an oracle that needs no judgement."""
     found = memory.retrieve([q.question for q in questions], 10, method)
     ranked = [ranked_documents(r) for r in found]
     empty = sum(1 for r in found if r.filtered and not r.facts)
-    return [mean([recall_at_k(d, q.gold, k) for d, q in zip(ranked, questions)]) for k in KS], empty, sum(
-        len(r.facts) for r in found
-    )
+    facts = [(f, q) for r, q in zip(found, questions) for f in r.facts]
+    gold = [bool(sources.get(key(f.triple), set()) & set(q.gold)) for f, q in facts]
+    at_k = [mean([recall_at_k(d, q.gold, k) for d, q in zip(ranked, questions)]) for k in KS]
+    return at_k, empty, len(facts), mean([float(g) for g in gold]) if gold else float("nan")
+
+
+def key(triple: Sequence[str]) -> tuple[str, ...]:
+    return tuple(normalize_phrase(part) for part in triple)
+
+
+def stated_by(rows: Mapping[str, dict[str, Any]]) -> dict[tuple[str, ...], set[str]]:
+    out: dict[tuple[str, ...], set[str]] = {}
+    for pid, row in rows.items():
+        for t in row["triples"]:
+            if len(t) == 3 and all(isinstance(p, str) for p in t):
+                out.setdefault(key(t), set()).add(pid)
+    return out
 
 
 def build(path: Path, docs: Sequence[Document], rows: Sequence[dict[str, Any]], chat: OpenAIChat) -> Memory:
@@ -251,16 +270,18 @@ def main() -> int:
             print(f"| {name} vs released | {value:.3f} |")
         mine = build(scratch / "own", docs, list(own.values()), chat)
         theirs = build(scratch / "released", docs, [released_rows[d.id] for d in docs], chat)
-        print("\n| retrieval | triples | R@1 | R@2 | R@5 | queries with no fact kept | facts kept |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for label, memory in (("engram's own", mine), ("released GPT-3.5", theirs)):
+        print("\n| retrieval | triples | R@1 | R@2 | R@5 | no fact kept | facts used | from a gold passage |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        released_sample = {d.id: released_rows[d.id] for d in docs}
+        for label, memory, rows in (("engram's own", mine, own), ("released GPT-3.5", theirs, released_sample)):
             for method in ("hipporag2", "hipporag2-no-filter"):
-                r, empty, kept = recalls(memory, questions, method)
-                shown = f"{empty} | {kept}" if method == "hipporag2" else "- | -"
-                print(f"| {method} | {label} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | {shown} |")
+                r, empty, used, precision = recalls(memory, questions, method, stated_by(rows))
+                none_kept = str(empty) if method == "hipporag2" else "-"
+                print(f"| {method} | {label} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | {none_kept} | {used} | "
+                      f"{precision:.3f} |")  # fmt: skip
         for method in ("dense", "bm25"):
-            r, _, _ = recalls(mine, questions, method)
-            print(f"| {method} | - | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | - | - |")
+            r, _, _, _ = recalls(mine, questions, method, {})
+            print(f"| {method} | - | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | - | - | - |")
         if not args.skip_qa:
             report_qa(chat, mine, questions, docs)
         mine.close()

@@ -39,6 +39,8 @@ from engram.retrieve.recognition import FILTER_SYSTEM
 
 DEFAULT_MODEL = "fake-model"
 TRICKLE = "X-Fake-Trickle"  # set by `handle_post` on a reply the handler sends one byte at a time
+STREAM = "X-Fake-Stream"  # set by `handle_post` on a reply to a `"stream": true` request (sent as events)
+STREAM_PIECE = 8  # characters of content per streamed event
 
 
 @dataclass
@@ -156,6 +158,7 @@ class FakeOpenAI:
         self.handler: Handler | None = None
         self.required_key: str | None = None
         self.requests: list[dict[str, Any]] = []
+        self.events_sent: list[int] = []  # per streamed reply: content events written before the client left
         self._queue: deque[Spec | str] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -207,6 +210,10 @@ class FakeOpenAI:
         self._chats.append(chat)
         return chat
 
+    def record_events(self, sent: int) -> None:
+        with self._lock:
+            self.events_sent.append(sent)
+
     def record(self, request: dict[str, Any]) -> None:
         with self._lock:
             self.requests.append(request)
@@ -243,6 +250,8 @@ class FakeOpenAI:
         if spec.status != 200:
             return spec.status, _error_body(spec.error_message, spec.error_code), spec.headers
         headers = {**spec.headers, **({TRICKLE: f"{spec.trickle:g}"} if spec.trickle else {})}
+        if request.get("stream"):
+            headers[STREAM] = "1"
         return 200, _completion(str(model), spec, request), headers
 
     def models_listing(self) -> dict[str, Any]:
@@ -304,6 +313,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if body is None:
             self.close_connection = True
             return
+        if headers.pop(STREAM, None):
+            self._send_events(body, float(headers.pop(TRICKLE, 0)))
+            return
         data = json.dumps(body).encode("utf-8")
         try:
             self.send_response(status)
@@ -322,6 +334,39 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         except OSError:  # the client gave up (timeout) and closed the connection
             self.close_connection = True
+
+    def _send_events(self, completion: dict[str, Any], every: float) -> None:
+        """A completion as server-sent events, `STREAM_PIECE` characters of content each (one every `every`
+        seconds: the spec's trickle), as OpenAI streams; `FakeOpenAI.events_sent` records how many content
+        events went out before the client closed the stream."""
+        choice = completion["choices"][0]
+        content = choice["message"]["content"]
+        pieces = [content[i : i + STREAM_PIECE] for i in range(0, len(content), STREAM_PIECE)]
+
+        def event(delta: dict[str, Any], finish: str | None) -> bytes:
+            choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+            chunk = {"id": completion["id"], "object": "chat.completion.chunk", "created": 0,
+                     "model": completion["model"], "choices": choices}  # fmt: skip
+            return f"data: {json.dumps(chunk)}\n\n".encode()
+
+        self.close_connection = True  # no Content-Length: the end of the stream is the end of the connection
+        sent = 0
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for piece in pieces:
+                if every and self.fake.closed_within(every):
+                    break
+                self.wfile.write(event({"content": piece}, None))
+                self.wfile.flush()
+                sent += 1
+            self.wfile.write(event({}, choice["finish_reason"]) + b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+        finally:
+            self.fake.record_events(sent)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":

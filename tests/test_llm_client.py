@@ -23,7 +23,7 @@ from engram.llm.factory import llm_settings, make_chat
 from engram.llm.limits import RateLimiter, TokenBucket
 from engram.settings import resolve_llm
 from engram.store.records import RecordStore
-from fake_openai import FakeOpenAI, InFlight, Spec, error, reply
+from fake_openai import FakeOpenAI, InFlight, Spec, error, reply, trickle
 
 HI: list[Message] = [{"role": "user", "content": "hi"}]
 
@@ -309,3 +309,34 @@ def test_embedding_batches_run_concurrently_and_keep_their_order() -> None:
     assert isinstance(made, OpenAIEmbedder) and made.max_concurrency == 7
     with pytest.raises(InputError, match="ENGRAM_EMBED_CONCURRENCY"):
         make_embedder("openai:fake-embed", {"ENGRAM_EMBED_CONCURRENCY": "many"})
+
+
+def test_a_streamed_reply_that_repeats_itself_is_stopped_and_read_as_cut_off(fake_llm: FakeOpenAI) -> None:
+    """A small model looping on one triple: with stop_loops the reply is streamed and closed once its end repeats
+    what it already said, long before the server's cap; the complete triples before that are salvaged."""
+    from engram.extract.openie import extract_passage
+    from engram.llm.client import LOOP_WINDOW, repeats_itself
+
+    loop = '["Nora Vale", "was the producer of the Harbour Festival in 2006", "Harbour Festival"], '
+    looping = '{"triples": [["Nora Vale", "was born in", "1951"], ' + loop * 200
+    fake_llm.push('{"entities": ["Nora Vale", "Harbour Festival", "1951"]}', trickle(0.002, looping))
+    chat = fake_llm.chat(stop_loops=True)
+    start = time.monotonic()
+    outcome = extract_passage(chat, "Nora Vale (born 1951) produced the Harbour Festival of 2006.", "Nora Vale")
+    assert time.monotonic() - start < 5  # the whole reply would take 2,000+ events x 2 ms
+    assert outcome.ok and ("Nora Vale", "was born in", "1951") in outcome.triples
+    assert fake_llm.attempts == 2  # read as cut off and salvaged, not asked again
+    assert all(request.get("stream") is True for request in fake_llm.requests)
+    assert fake_llm.events_sent[-1] * 8 < 4 * LOOP_WINDOW + len(loop)  # stopped within a few loops
+    legit = json.dumps({"triples": [["Journal of Harbour Studies", relation, obj] for relation, obj in [
+        ("is published by", "Kestrel Press"), ("is published on behalf of", "Harbour Society"),
+        ("was established in", "1991"), ("is edited by", "Morwen Pryce"), ("covers", "maritime history"),
+        ("is published", "quarterly"), ("is indexed in", "Scopus"), ("has an impact factor of", "1.2")]]})
+    assert len(legit) > 3 * LOOP_WINDOW and not repeats_itself(legit)
+    assert repeats_itself(looping[: len(looping) // 2])
+
+
+def test_without_stop_loops_replies_are_not_streamed(fake_llm: FakeOpenAI) -> None:
+    fake_llm.push('{"entities": []}')
+    fake_llm.chat().complete([{"role": "user", "content": "x"}], json=True)
+    assert "stream" not in fake_llm.requests[-1]

@@ -146,3 +146,16 @@ def test_credentials_in_a_base_url_are_never_echoed(tmp_path: Path, fake_llm: Fa
         assert "hunter2" not in str(caught.value)
     finally:
         chat.close()
+
+
+def test_stop_loops_is_a_switch_read_from_the_environment() -> None:
+    from engram.errors import InputError
+    from engram.llm.factory import llm_settings, make_chat
+
+    base = {"ENGRAM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "ENGRAM_LLM_MODEL": "m"}
+    on = make_chat(llm_settings(environ={**base, "ENGRAM_LLM_STOP_LOOPS": "1"}))
+    off = make_chat(llm_settings(environ=base))
+    assert isinstance(on, OpenAIChat) and on.stop_loops is True
+    assert isinstance(off, OpenAIChat) and off.stop_loops is False
+    with pytest.raises(InputError, match=r"ENGRAM_LLM_STOP_LOOPS .* must be 1 or 0, not 'maybe'"):
+        llm_settings(environ={**base, "ENGRAM_LLM_STOP_LOOPS": "maybe"})

@@ -3,7 +3,7 @@
 `--llm local` starts the installed local model (`engram.llm.local_server`) for the length of one command and
 points the LLM settings at it: ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL are set to the started server, and
 the defaults that suit a small model on a CPU (JSON schemas, a long timeout, as many requests in flight as the
-server has slots) are set unless the environment already sets them.
+server has slots, looping replies stopped as they loop) are set unless the environment already sets them.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def local_defaults(slots: int) -> dict[str, str]:
         "ENGRAM_LLM_RESPONSE_FORMAT": "json_schema",
         "ENGRAM_LLM_TIMEOUT": f"{LOCAL_TIMEOUT:g}",
         "ENGRAM_LLM_CONCURRENCY": str(slots),
+        "ENGRAM_LLM_STOP_LOOPS": "1",
     }
 
 

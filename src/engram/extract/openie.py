@@ -225,6 +225,7 @@ EXTRACTION_REQUEST = JsonRequest(
     what="extraction reply",
     cut_off="it was cut off at the length limit; write a shorter reply",
     again="Reply again with the JSON object only, in the shape asked for.",
+    salvage=True,
 )
 
 

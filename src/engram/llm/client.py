@@ -25,6 +25,7 @@ from engram.text import valid_unicode
 from engram.tokens import count_tokens, message_tokens
 
 C = TypeVar("C", bound="ChatClient")
+LOOP_WINDOW = 160  # characters: a reply whose last LOOP_WINDOW characters already occur in it repeats itself
 STUCK = 3  # timeouts in a row, in units of give_up_after, after which a server that answers is taken as stuck
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 RESPONSE_FORMATS: tuple[ResponseFormat, ...] = ("json_object", "json_schema", "none")
@@ -51,6 +52,12 @@ class ChatResult:
     completion_tokens: int | None = None
 
 
+def repeats_itself(text: str, window: int = LOOP_WINDOW) -> bool:
+    """Whether `text` ends in a run of `window` characters it already holds earlier: a reply looping on the
+    same triple or sentence (a list that names one subject many times still differs within any `window`)."""
+    return len(text) >= 2 * window and text.find(text[-window:], 0, len(text) - window) >= 0
+
+
 class ChatClient:
     """Base class of `OpenAIChat` and `LiteLLMChat`; see the module docstring. Thread-safe."""
 
@@ -72,6 +79,7 @@ class ChatClient:
         give_up_after: int = 3,
         query_timeout: float | None = None,
         query_max_retries: int = 1,
+        stop_loops: bool = False,
     ) -> None:
         if not model:
             raise LLMConfigError("no LLM model given: set ENGRAM_LLM_MODEL to a model the server serves")
@@ -95,6 +103,7 @@ class ChatClient:
         self.give_up_after = give_up_after
         self.query_timeout = query_timeout if query_timeout is not None else min(timeout, 15.0)
         self.query_max_retries = query_max_retries
+        self.stop_loops = stop_loops
         self._limiter = RateLimiter(requests_per_minute, tokens_per_minute)
         self._slots: asyncio.Semaphore | None = None
         self._usage = UsageCounter()

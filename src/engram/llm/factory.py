@@ -23,6 +23,7 @@ model is an `LLMConfigError`; a model without a base URL means api.openai.com (w
 | attempts in a row without an answer that stop a run (0: never) | ENGRAM_LLM_GIVE_UP_AFTER | give_up_after |
 | request timeout at query time (default: the timeout, at most 15 s) | ENGRAM_LLM_QUERY_TIMEOUT | query_timeout |
 | retries at query time (default 1) | ENGRAM_LLM_QUERY_MAX_RETRIES | query_max_retries |
+| stop a streamed JSON reply that repeats itself: 1 or 0 (0; `--llm local`: 1) | ENGRAM_LLM_STOP_LOOPS | stop_loops |
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _NUMERIC: dict[str, tuple[str, Callable[[str], Any]]] = {
     "give_up_after": ("ENGRAM_LLM_GIVE_UP_AFTER", int),
     "query_timeout": ("ENGRAM_LLM_QUERY_TIMEOUT", float),
     "query_max_retries": ("ENGRAM_LLM_QUERY_MAX_RETRIES", int),
+    "stop_loops": ("ENGRAM_LLM_STOP_LOOPS", lambda raw: _switch(raw)),
 }
 _TEXT = {
     "base_url": "ENGRAM_LLM_BASE_URL",
@@ -56,6 +58,16 @@ _TEXT = {
 }
 KNOWN_KEYS = frozenset({*_NUMERIC, *_TEXT, "api_key_env"})
 PROVIDERS = ("openai", "litellm")
+
+
+def _switch(raw: str) -> bool:
+    """1/true/yes/on or 0/false/no/off; anything else is a ValueError (reported with the setting's name)."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def llm_settings(
@@ -83,7 +95,8 @@ def llm_settings(
         try:
             merged[key] = parse(raw) if isinstance(raw, str) else raw
         except ValueError as error:
-            raise InputError(f"{name} (llm setting {key!r}) must be a number, not {raw!r}") from error
+            kind = "1 or 0" if key == "stop_loops" else "a number"
+            raise InputError(f"{name} (llm setting {key!r}) must be {kind}, not {raw!r}") from error
     key_env = str(section.get("api_key_env") or "OPENAI_API_KEY")
     api_key = explicit.get("api_key") or env.get(key_env, "").strip()
     if api_key:

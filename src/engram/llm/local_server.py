@@ -31,6 +31,7 @@ STARTUP_TIMEOUT = 180.0  # seconds to load 1.1 GB of weights on a loaded machine
 CONTEXT_PER_SLOT = 4096  # prompt (examples, passage, entities) plus the reply, with room to spare
 FREQUENCY_PENALTY = 0.3
 LOG_TAIL_LINES = 20
+KEEP_LOGS = 10  # server logs kept in the logs folder
 
 
 class LocalServerError(EngramError):
@@ -96,7 +97,8 @@ class LocalServer:
             )
         self.port = free_port()
         self.paths.logs.mkdir(parents=True, exist_ok=True)
-        self.log = self.paths.logs / "llama-server.log"
+        _prune_logs(self.paths.logs)
+        self.log = self.paths.logs / f"llama-server-{self.port}.log"  # one per server: two may run at once
         self._log_file = open(self.log, "wb")  # noqa: SIM115 (open while the server runs; closed by stop())
         self._process = subprocess.Popen(
             self.command(self.port),
@@ -158,6 +160,13 @@ class LocalServer:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _prune_logs(folder: Path, keep: int = KEEP_LOGS) -> None:
+    """Remove all but the newest `keep` - 1 server logs (the next server adds one)."""
+    logs = sorted(folder.glob("llama-server-*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in logs[keep - 1 :]:
+        old.unlink(missing_ok=True)
 
 
 def free_port() -> int:

@@ -18,17 +18,18 @@ raises `LLMTruncatedError`, which carries the partial text in `.text`.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from engram.errors import LLMConfigError, LLMError
 from engram.llm import aio
-from engram.llm.client import ChatClient, ChatRequest, ChatResult, ResponseFormat
+from engram.llm.client import ChatClient, ChatRequest, ChatResult, ResponseFormat, repeats_itself
 from engram.llm.failures import (
     LLMTimeoutError,
     LLMTruncatedError,
@@ -40,6 +41,8 @@ from engram.llm.failures import (
 )
 from engram.llm.retry import within
 from engram.llm.usage import LLMUsage
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["LLMTimeoutError", "LLMTruncatedError", "LLMUnreachableError", "LLMUsage", "OpenAIChat"]
 
@@ -81,6 +84,7 @@ class OpenAIChat(ChatClient):
         give_up_after: int = 3,
         query_timeout: float | None = None,
         query_max_retries: int = 1,
+        stop_loops: bool = False,
     ) -> None:
         super().__init__(
             model,
@@ -98,6 +102,7 @@ class OpenAIChat(ChatClient):
             give_up_after=give_up_after,
             query_timeout=query_timeout,
             query_max_retries=query_max_retries,
+            stop_loops=stop_loops,
         )
         self.base_url = base_url.rstrip("/") if base_url else None
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -146,6 +151,34 @@ class OpenAIChat(ChatClient):
         if not aio.in_loop_thread():
             aio.run(self._client.close())
 
+    async def _streamed(self, body: dict[str, Any]) -> ChatResult:
+        """The reply read as it is generated, closed as soon as it repeats itself (`repeats_itself`): the server
+        stops decoding when the stream closes, so a looping small model costs a few lines, not its whole token
+        cap. A reply stopped so reads as one cut off at the limit (its complete items are salvaged)."""
+        stream = await self._client.post(
+            "/chat/completions",
+            cast_to=ChatCompletion,
+            body={**body, "stream": True},
+            options={"headers": self._auth, "timeout": self.timeout},
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
+        text, finish = "", None
+        try:
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                text += choice.delta.content or ""
+                finish = choice.finish_reason or finish
+                if finish is None and repeats_itself(text):
+                    logger.debug("a reply of %s repeats itself after %d characters: stopped", self.model, len(text))
+                    finish = "length"
+                    break
+        finally:
+            await stream.close()
+        return ChatResult(text=text, finish_reason=finish)
+
     async def _alive(self) -> bool:
         """GET /models answers within 5 s (a server busy decoding still serves it)."""
         try:
@@ -170,6 +203,8 @@ class OpenAIChat(ChatClient):
         response_format = self.response_format_for(request)
         if response_format is not None:
             body["response_format"] = response_format
+        if request.json and self.stop_loops:
+            return await self._streamed(body)
         # `post` sends the body as it is: `chat.completions.create` first walks it against the SDK's typed
         # parameters, which costs more CPU than the rest of a call; the HTTP, auth and errors are the same
         completion = await self._client.post(
