@@ -84,7 +84,7 @@ def sample(
 def server(args: argparse.Namespace) -> Iterator[OpenAIChat]:
     """The chat client: on --base-url/--model, or on a started local server."""
     options: dict[str, Any] = {"response_format": "json_schema", "timeout": 600.0, "max_concurrency": args.slots,
-                               "stop_loops": True}  # fmt: skip
+                               "stop_loops": True, "query_timeout": 300.0}  # fmt: skip
     if args.base_url:
         with OpenAIChat(args.model, base_url=args.base_url, **options) as chat:
             yield chat

@@ -21,7 +21,7 @@ MISSING = LocalPaths(local_dir()).missing()
 pytestmark = [
     pytest.mark.real_llm,
     pytest.mark.skipif(bool(MISSING), reason=f"the local model is not installed ({', '.join(MISSING)}): run "
-                       "`engram local setup`"),  # fmt: skip
+                       "`engram local setup`"),
     pytest.mark.skipif(not (DATA / "corpus.jsonl").exists(), reason="shared MuSiQue data not present"),
 ]
 

@@ -2,8 +2,9 @@
 
 `--llm local` starts the installed local model (`engram.llm.local_server`) for the length of one command and
 points the LLM settings at it: ENGRAM_LLM_BASE_URL and ENGRAM_LLM_MODEL are set to the started server, and
-the defaults that suit a small model on a CPU (JSON schemas, a long timeout, as many requests in flight as the
-server has slots, looping replies stopped as they loop) are set unless the environment already sets them.
+the defaults that suit a small model on a CPU (JSON schemas, long timeouts at indexing and query time, as
+many requests in flight as the server has slots, looping replies stopped as they loop) are set unless the
+environment already sets them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SLOTS_ENV = "ENGRAM_LOCAL_SLOTS"
 THREADS_ENV = "ENGRAM_LOCAL_THREADS"
 DEFAULT_SLOTS = 2
 LOCAL_TIMEOUT = 600.0  # seconds per request: a loaded 2-core machine decodes 10-20 times slower than an idle one
+LOCAL_QUERY_TIMEOUT = 300.0  # a filter or reader request reads a few hundred prompt tokens at 30-40 a second
 
 
 def add_llm_choice(p: argparse.ArgumentParser) -> None:
@@ -84,6 +86,7 @@ def local_defaults(slots: int) -> dict[str, str]:
     return {
         "ENGRAM_LLM_RESPONSE_FORMAT": "json_schema",
         "ENGRAM_LLM_TIMEOUT": f"{LOCAL_TIMEOUT:g}",
+        "ENGRAM_LLM_QUERY_TIMEOUT": f"{LOCAL_QUERY_TIMEOUT:g}",
         "ENGRAM_LLM_CONCURRENCY": str(slots),
         "ENGRAM_LLM_STOP_LOOPS": "1",
     }
