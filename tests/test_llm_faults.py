@@ -113,7 +113,9 @@ def test_wrong_shape_is_validated_and_retried(fake_llm: FakeOpenAI, tmp_path: Pa
 
 
 def test_truncated_output_is_asked_again_then_recorded(fake_llm: FakeOpenAI, tmp_path: Path) -> None:
-    cut = reply('{"entities": ["Ada Lovelace", "Analyt', finish_reason="length")
+    """A reply cut off before any complete item has nothing to salvage (tests/test_real_replies.py: one with
+    complete items keeps them): it is asked again, and a second cut-off fails the passage."""
+    cut = reply('{"entities": ["Ada Lovel', finish_reason="length")
     fake_llm.push(cut, cut)
     with memory(tmp_path, fake_llm.chat()) as m:
         report = m.index([DOC])
