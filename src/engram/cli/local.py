@@ -60,11 +60,11 @@ def local_llm(args: argparse.Namespace) -> Iterator[None]:
             os.environ.setdefault(name, value)
         try:
             yield
-        except Exception as error:
+        except Exception:
             code = server.exit_code()
             if code is not None:
                 say(f"engram: the local server stopped with code {code} during the command. {server.log_tail()}")
-            raise error
+            raise
         finally:
             for name, old in saved.items():
                 if old is None:
