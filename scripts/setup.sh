@@ -7,7 +7,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[local,server,nlp,ann,postgres,peers,docs,dev]"
+.venv/bin/python -m pip install -q -e ".[local,server,nlp,ann,postgres,peers,docs,site,dev]"
 # headless Chromium and its driver for the web page test (tests/test_server_page.py); a no-op when present
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
