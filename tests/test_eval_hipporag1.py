@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.errors import InputError
+from engram.retrieve.method_names import METHODS
 from engram.retrieve.peers import PEERS
 from engram.retrieve.phrase_graph import (
     context_matrix,
@@ -23,7 +24,6 @@ from engram.retrieve.phrase_graph import (
     specificity_seeds,
 )
 from engram.retrieve.query_ner import QUERY_NER_SYSTEM, load_query_entities, query_entities
-from engram.retrieve.run import METHODS
 from fake_openai import FakeOpenAI, last_user_text
 from helpers import DOCS, EXTRACTIONS
 

@@ -1,4 +1,7 @@
-"""What every command shares: the memory to open, progress bars, messages and how results are printed."""
+"""What every command shares: the memory to open, progress bars, messages and how results are printed.
+
+Building the parser and printing help must stay light (no numpy, no SDK): the modules of `engram.cli` import
+`engram.memory`, the settings and whatever else a command needs inside the functions that run it."""
 
 from __future__ import annotations
 
@@ -6,13 +9,14 @@ import argparse
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from engram.llm.base import ChatModel
-from engram.memory import Memory
-from engram.settings import check_target, resolve_llm
 from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport, Retrieval
+
+if TYPE_CHECKING:
+    from engram.llm.base import ChatModel
+    from engram.memory import Memory
 
 
 class Bars:
@@ -46,6 +50,9 @@ def say(message: str) -> None:
 def open_memory(args: argparse.Namespace, create: bool = False, extractor: str | None = None) -> Memory:
     """The memory of `--memory`; commands without the LLM flags open it without an LLM. `extractor` (else
     --extractor, else the one the memory remembers) says who extracts new passages."""
+    from engram.memory import Memory
+    from engram.settings import check_target, resolve_llm
+
     check_target(args.memory)
     path = None if is_database_url(args.memory) else Path(args.memory)  # postgresql://...: no directory
     llm = None

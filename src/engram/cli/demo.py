@@ -7,11 +7,13 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram.cli.common import add_common, command, print_retrieval
-from engram.eval.data import load_corpus, load_questions
-from engram.memory import Memory
 from engram.types import Retrieval
+
+if TYPE_CHECKING:
+    from engram.memory import Memory
 
 
 def _demo_files() -> tuple[Path, Path, Path]:
@@ -24,6 +26,9 @@ def _demo_files() -> tuple[Path, Path, Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from engram.eval.data import load_corpus, load_questions
+    from engram.memory import Memory
+
     corpus, extractions, questions_file = _demo_files()
     questions = load_questions(questions_file)
     with tempfile.TemporaryDirectory(prefix="engram-demo-") as tmp, Memory(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.cli.common import add_common
 from engram.errors import InputError, LLMError
-from engram.eval.loaders import FORMATS, Dataset
-from engram.memory import Memory
-from engram.retrieve.run import METHODS
-from engram.retrieve.variants import NEEDS_ENTITIES
+from engram.eval.loaders import FORMATS
+from engram.retrieve.method_names import METHODS, NEEDS_ENTITIES
+
+if TYPE_CHECKING:
+    from engram.eval.loaders import Dataset
+    from engram.memory import Memory
 
 
 def add_eval_args(p: argparse.ArgumentParser) -> None:

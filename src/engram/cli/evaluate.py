@@ -7,17 +7,14 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.cli.common import Bars, command, say
 from engram.cli.eval_args import add_eval_args, baseline, check_args, parse_methods, parse_weights, run_setup
-from engram.cli.eval_peers import dry_run, index_peers, openie_cost, run_costed
-from engram.eval.costs import cost_table
 from engram.eval.loaders import check_gold, load_dataset
-from engram.eval.report import compare_runs, comparison_table, recall_table, write_run
-from engram.eval.runner import MethodResult, RunOptions, compare, entities_by_question, plan_methods
-from engram.memory import Memory
-from engram.settings import resolve_llm
+
+if TYPE_CHECKING:
+    from engram.eval.runner import MethodResult
 
 
 def configure_report(p: argparse.ArgumentParser) -> None:
@@ -26,6 +23,11 @@ def configure_report(p: argparse.ArgumentParser) -> None:
 
 
 def _run_eval(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[MethodResult]]:
+    from engram.cli.eval_peers import index_peers, openie_cost, run_costed
+    from engram.eval.runner import RunOptions, compare, entities_by_question, plan_methods
+    from engram.memory import Memory
+    from engram.settings import resolve_llm
+
     methods = parse_methods(args)
     data = load_dataset(args.questions, args.corpus, args.format)
     questions = data.questions[: args.limit] if args.limit else data.questions
@@ -72,6 +74,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from engram.cli.continual import cmd_continual
 
         return cmd_continual(args)
+    from engram.cli.eval_peers import dry_run
+    from engram.eval.costs import cost_table
+    from engram.eval.report import comparison_table, recall_table, write_run
+
     if args.dry_run:
         return dry_run(args, load_dataset(args.questions, args.corpus, args.format), parse_methods(args))
     if args.memory:
@@ -98,6 +104,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from engram.eval.report import compare_runs
+
     text, written = compare_runs(args.runs, args.out)
     print(text, end="")
     if args.out:

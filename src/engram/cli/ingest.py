@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from engram.cli.common import Bars, add_common, command, memory_line, open_memory, report_index, say
 from engram.cli.llm_args import add_run_args, memory_for_estimate, print_estimate, report_llm
 from engram.errors import InputError
-from engram.memory import Memory
+
+if TYPE_CHECKING:
+    from engram.memory import Memory
 
 STRICT_EXIT = 3  # --strict: passages failed extraction
 

@@ -8,14 +8,16 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.cli.common import open_memory, say
-from engram.extract.planning import ExtractionEstimate
-from engram.memory import Memory
 from engram.store.manifest import MANIFEST
 from engram.store.pg_schema import is_database_url
 from engram.types import IndexReport
+
+if TYPE_CHECKING:
+    from engram.extract.planning import ExtractionEstimate
+    from engram.memory import Memory
 
 
 def add_run_args(p: argparse.ArgumentParser, *, chunking: bool) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 
 from engram.cli.common import Bars, add_common, command, open_memory, say
-from engram.retrieve.peers import PEERS
+from engram.retrieve.method_names import PEER_METHODS
 
 
 def cmd_add_method(args: argparse.Namespace) -> int:
@@ -32,13 +32,13 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add = command(
         sub,
         "add-method",
-        "index a memory for a peer retrieval method (" + ", ".join(PEERS) + ")",
+        "index a memory for a peer retrieval method (" + ", ".join(PEER_METHODS) + ")",
         "Builds the method's own tables beside the memory's (its LLM calls go through the memory's response\n"
         "cache); from then on index, update, delete and extract keep them in step. Re-running resumes.",
         "engram add-method lightrag --memory my.engram\n"
         "engram retrieve 'Who founded Acme?' --memory my.engram --method lightrag",
     )
-    add.add_argument("method", choices=sorted(PEERS))
+    add.add_argument("method", choices=sorted(PEER_METHODS))
     add.add_argument(
         "--rebuild", action="store_true", help="build again from scratch (raptor: cluster every passage again)"
     )
@@ -51,6 +51,6 @@ def configure(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "LLM calls, tokens, cache hits and seconds at indexing and per query, the disk its tables take, its size.",
         "engram method-costs lightrag --memory my.engram",
     )
-    costs.add_argument("method", choices=sorted(PEERS))
+    costs.add_argument("method", choices=sorted(PEER_METHODS))
     add_common(costs, llm=False, progress=False)
     costs.set_defaults(func=cmd_method_costs)

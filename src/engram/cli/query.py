@@ -8,6 +8,7 @@ from typing import Any
 
 from engram.cli.common import add_common, command, open_memory, print_retrieval, retrieval_json, say
 from engram.errors import EngramError
+from engram.retrieve.method_names import METHODS
 
 DEFAULT_BUDGET = 6000  # tokens of all segments per question: Memory.segments' default
 
@@ -112,8 +113,6 @@ def add_query_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", help="JSONL file with a 'question' per row")
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--top-k", type=int, default=5, metavar="K", help="passages to return per question (default: 5)")
-    from engram.retrieve.run import METHODS
-
     p.add_argument("--method", default="hipporag2", choices=METHODS)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     if p.prog.endswith("retrieve"):

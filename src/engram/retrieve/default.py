@@ -54,11 +54,11 @@ import numpy.typing as npt
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
 from engram.retrieve.links import inner_seeds, link_seeds
+from engram.retrieve.method_names import HYBRID
 from engram.retrieve.named import named_only
 from engram.retrieve.ranking import (
     DENSE_FALLBACK,
     FALLBACKS,
-    HYBRID,
     Evidence,
     FilterFn,
     GraphRanking,

@@ -11,13 +11,13 @@ import numpy.typing as npt
 
 from engram.config import RetrieveConfig
 from engram.index.view import GraphIndex
+from engram.retrieve.method_names import HYBRID
 from engram.retrieve.scoring import top_k
 from engram.types import Fact, Triple
 
 # what a graph method's ranking says when it ranked by its passage scores alone: dense cosines, or the hybrid
 # dense + BM25 scores (engram.retrieve.scoring.hybrid_scores; also the `hybrid` method's name)
 DENSE_FALLBACK = "dense"
-HYBRID = "hybrid"
 FALLBACKS = (DENSE_FALLBACK, HYBRID)
 
 FloatArray = npt.NDArray[np.float64]

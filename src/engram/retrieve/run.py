@@ -14,19 +14,16 @@ from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.default import hipporag2_default, ranking_scores
 from engram.retrieve.hipporag2 import hipporag2
+from engram.retrieve.method_names import HYBRID, METHODS, RSE_METHODS, VARIANTS
 from engram.retrieve.peers import PEERS
 from engram.retrieve.query_ner import QueryEntities
-from engram.retrieve.ranking import HYBRID
 from engram.retrieve.recognition import RecognitionFilter
 from engram.retrieve.results import DENSE, HYBRID_SCORES, from_ranking, ranked_passages
 from engram.retrieve.rse import RSEParams
 from engram.retrieve.scoring import top_k as top_rows
 from engram.retrieve.segments import DEFAULT_BUDGET_TOKENS, Segments, as_retrievals, check_request, segments_for
-from engram.retrieve.variants import VARIANTS
 from engram.types import Answer, Fact, Retrieval
 
-RSE_METHODS = ("rse-dense", "rse-hipporag2")  # relevant segment extraction over a base ranking (segments.py)
-METHODS = ("hipporag2", "hipporag2-paper", "dense", "bm25", HYBRID, *VARIANTS, *RSE_METHODS, *PEERS)
 # a batch runs in slices of queries whose score rows (one float64 per fact and two per passage each: dense
 # and BM25) fit in this many bytes, at least one query a slice: a large batch on a large memory holds no
 # (queries, facts) matrix

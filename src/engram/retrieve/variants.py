@@ -11,19 +11,10 @@ import numpy.typing as npt
 
 from engram.errors import InputError
 from engram.retrieve.context import RetrievalContext
+from engram.retrieve.method_names import NEEDS_ENTITIES
 from engram.retrieve.query_ner import QueryEntities, query_entities_many
 from engram.text import normalize_phrase
 from engram.types import Retrieval
-
-VARIANTS = (
-    "hipporag1",
-    "hipporag2-ner-to-node",
-    "hipporag2-query-to-node",
-    "hipporag2-no-passage-nodes",
-    "hipporag2-no-filter",
-)
-# methods that start from the query's named entities (an LLM or a query-entities file)
-NEEDS_ENTITIES = ("hipporag1", "hipporag2-ner-to-node")
 
 
 def resolve_entities(ctx: RetrievalContext, queries: Sequence[str], given: QueryEntities | None) -> list[list[str]]:

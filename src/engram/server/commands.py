@@ -1,5 +1,6 @@
-"""`engram serve` and `engram mcp`: the CLI subcommands of the server. FastAPI, uvicorn and mcp are imported
-only when a command runs, so the CLI starts without the `server` extra."""
+"""`engram serve` and `engram mcp`: the CLI subcommands of the server. FastAPI, uvicorn, mcp and the memory
+(numpy, scipy) are imported only when a command runs, so the CLI starts without the `server` extra and
+`engram --help` stays fast."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 from engram.cli.common import add_llm_choice
 from engram.errors import InputError
 from engram.server.settings import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, ServerSettings, check_bind, load_keys
-from engram.settings import check_target
 from engram.store.pg_schema import is_database_url
 
 SERVE_EXAMPLES = """examples:
@@ -111,6 +111,8 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 
 def _memory_target(memory: str | None) -> Path | str | None:
     """--memory as `Memory` takes it: a directory, or a postgresql:// URL kept as text."""
+    from engram.settings import check_target
+
     check_target(memory)
     if memory is None or is_database_url(memory):
         return memory

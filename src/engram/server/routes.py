@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 
 import engram
 from engram.errors import LLM_HINT, LLMError
-from engram.retrieve.run import METHODS
+from engram.retrieve.method_names import METHODS
 from engram.server.auth import Access
 from engram.server.errors import ApiError, api_error, bad_input, not_found
 from engram.server.registry import check_name
