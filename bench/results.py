@@ -7,7 +7,9 @@ run here, so they are quoted, not measured). Speed: the same 1,890-passage memor
 open, query p50 with the query's embedding, disk) and `bench_scale.py`'s synthetic memories at --sizes
 (build without embedding, open, RAM peak, query p50, insert, disk), each in fresh processes.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/results.py [--sizes 100000] [--out bench/RESULTS.md]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/results.py [--sizes 100000] [--out bench/RESULTS.md] [--readme README.md]
+
+The README's results block (between its `results:begin` and `results:end` markers) gets the same tables.
 
 About 5 minutes for the quality rows and the 1,890-passage memory, and 25-30 more for 100k on a 2-core machine.
 `--sizes ''` skips the synthetic memories. The history of these numbers is the file's git log.
@@ -135,7 +137,7 @@ def render(musique: dict[str, Any], rows: list[dict[str, Any]], data: Path) -> s
     per = musique["disk"] / s["passages"] / 1024
     lines.append(f"| shared MuSiQue, MiniLM (build and query include embedding) | {s['passages']:,} | "
                  f"{s['phrases']:,} | {s['facts']:,} | {musique['build']:.1f} s | {musique['open']:.2f} s | "
-                 f"{musique['query_p50'] * 1000:.1f} ms | {musique['peak'] / GIB:.2f} GiB | {per:.1f} KB |")  # fmt: skip
+                 f"{musique['query_p50'] * 1000:.1f} ms | {musique['peak'] / GIB:.2f} GiB | {per:.1f} KB |")
     for r in rows:
         st = r["stats"]
         peak = max(r["build_peak"], r["open_peak"]) / GIB
@@ -156,6 +158,7 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--sizes", default="100000", help="synthetic sizes, comma-separated ('' for none)")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--readme", type=Path, default=HERE.parent / "README.md", help="its results block is replaced")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -177,8 +180,27 @@ def main() -> int:
             rows.append(scale(size, root))
     text = render(musique, rows, args.data)
     args.out.write_text(text, encoding="utf-8")
+    if args.readme.exists():
+        paste_into_readme(args.readme, text)
     print(text)
     return 0
+
+
+def paste_into_readme(readme: Path, text: str) -> None:
+    """The tables of `text` between the README's results markers (the rest of the README is left as it is)."""
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    old = readme.read_text(encoding="utf-8")
+    if begin not in old or end not in old:
+        print(f"{readme} has no {begin} ... {end} block: not changed", file=sys.stderr)
+        return
+    tables = [line for line in text.splitlines() if line.startswith("|")]
+    cut = next(i for i, line in enumerate(tables) if line.startswith("| memory "))
+    block = "\n".join([*tables[:cut], "", *tables[cut:]])
+    head, rest = old.split(begin, 1)
+    new = f"{head}{begin}\n{block}\n{end}{rest.split(end, 1)[1]}"
+    tmp = readme.with_suffix(".tmp")
+    tmp.write_text(new, encoding="utf-8")
+    tmp.replace(readme)
 
 
 if __name__ == "__main__":

@@ -198,7 +198,7 @@ def test_mcp_remember_keeps_the_metadata_it_is_given(tmp_path: Path) -> None:
 
 
 def test_rest_put_replaces_the_whole_document_and_says_so(tmp_path: Path) -> None:
-    """PUT is replace (documented in the OpenAPI schema and README): metadata and title left out are cleared."""
+    """PUT is replace (the OpenAPI schema and docs/server.md say so): metadata and title left out are cleared."""
     url = "/v1/memories/notes"
     with rest(tmp_path, docs=True) as server, server.client() as http:  # the schema is served with --docs
         doc = {"id": "a", "text": "Alice lives in Lyon.", "title": "Alice", "metadata": {"source": "wiki"}}
@@ -210,5 +210,5 @@ def test_rest_put_replaces_the_whole_document_and_says_so(tmp_path: Path) -> Non
         put = http.get("/openapi.json").json()["paths"]["/v1/memories/{name}/documents/{doc_id}"]["put"]
         assert "PUT is replace, not merge" in put["description"]
         assert "cleared, not kept" in put["description"]
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert "PUT replaces the whole document" in readme
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "server.md").read_text(encoding="utf-8")
+    assert "PUT replaces the whole document" in reference

@@ -232,7 +232,7 @@ def install_server(paths: LocalPaths, say: Progress, jobs: int | None = None) ->
         configure = ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS]
         _run(configure, "configuring llama.cpp", paths.setup_log)
         cores = jobs or os.cpu_count() or 2
-        say(f"llama-server: compiling with {cores} jobs (15 to 40 minutes on 2 cores)")
+        say(f"llama-server: compiling with {cores} jobs (about 8 minutes on 2 idle cores, longer on a busy machine)")
         compile_server = ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(cores)]
         _run(compile_server, "compiling llama-server", paths.setup_log)
         built = next(iter(build.glob("bin/llama-server")), None)
