@@ -44,21 +44,16 @@ if TYPE_CHECKING:
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-# Entries a push may touch, as a fraction of the walk's non-zeros, before conjugate gradients take over: a
-# pushed entry costs about twenty times a sparse product's (scattered reads and writes), so the budget is
-# about one product's time. On the shared MuSiQue graph (86k non-zeros) no query's top 10 settled within it;
-# on a 100k-passage memory's (5.5M) the top 10 did for 19 of 20 queries (bench/bench_certify.py). A push stops
-# sooner when its top cannot settle within the budget: a tie, or work that, growing with 1 / eps as it has
-# from one check to the next, would pass the budget before eps is small enough.
+# Entries a push may touch, as a fraction of the walk's non-zeros, before conjugate gradients take over: a pushed
+# entry costs about twenty times a sparse product's, so the budget is about one product's time. A push stops
+# sooner when its top cannot settle within the budget (a tie, or work that would pass it before eps is small
+# enough). Measured choices of this and the two values below: docs/method.md, "The certified forward push".
 PUSH_BUDGET = 0.05
-# Walks with fewer non-zeros are solved by conjugate gradients alone unless a budget is asked for: a whole
-# solve there takes a few ms, the order of the push's fixed cost in numpy calls per round and per check (on the
-# MuSiQue graph's 86k non-zeros the push first gained 0.1 ms at k = 5 and lost 0.1-0.5 ms at k = 10-40; on a
-# 10k-passage memory's 548k it gained 6.5 ms of 10.1 at k = 5 and 1.2 ms at k = 20; bench/bench_certify.py).
+# Walks with fewer non-zeros are solved by conjugate gradients alone unless a budget is asked for: there a whole
+# solve costs about what the push's fixed work per round and per check does.
 MIN_NONZEROS = 1 << 18
-# The first eps: the largest residual per degree over this. Each check costs passes over every passage, and with
-# 64 most tops settled at the second or third check; with 256 the first drain does more of the work they all
-# need (bench/README.md, "The push's first step").
+# The first eps: the largest residual per degree over this (a larger first drain does more of the work that
+# every later check needs).
 FIRST_STEP = 256.0
 SHRINK = 2.0  # eps after an unsettled check: over 1.5 x the factor the intervals fall short by, at least this
 LEAP = 64.0  # and at most this

@@ -1,46 +1,8 @@
 """engram's default graph retrieval (`method="hipporag2"`): HippoRAG 2's Personalized PageRank over phrase and
-passage nodes, with the seeds and the passage prior chosen by measurement (docs/reproduction.md). The paper's
-method is `hipporag2-paper` (`engram.retrieve.hipporag2`), unchanged.
-
-What differs from the paper, and why (traces: bench/trace_quality.py):
-
-* Query-linked phrase seeds (`engram.retrieve.links`): the phrase nodes the query names. With seeds from
-  facts alone, facts of distractor passages that merely share the query's wording ("41st Chess Olympiad" for
-  a question on the 26th) seed their phrases at full weight, and the passage holding most of them wins.
-* Fact seeds as in the paper (top `seed_fact_top_k` facts, recognition filter, mean score over node
-  specificity, at most `max_seeds`), scaled by `fact_seed_weight`, each fact's score weighed as the passage
-  prior weighs a passage's: exp((score - best) / `fact_temperature`) instead of min-max over every fact.
-  Min-max gives the top three facts nearly the same weight (the lowest of 0.9M facts is far below them), so
-  a distractor fact in third place seeded its phrases nearly as strongly as the best one.
-* A sharper passage prior: every passage is seeded with `prior_weight` x exp((cos - best cos) /
-  `prior_temperature`) instead of `passage_weight` x its min-max normalised cosine. Min-max over the whole
-  corpus gives the ten best passages nearly the same weight, so any passage next to a specific seed
-  outranked the passage most similar to the query, which cost recall@1.
-* Named links only (`named_links`, `engram.retrieve.named`): of the phrases the query names, those it writes
-  as a name (a word with a capital or a digit). Lower-case words ("city", "sport", "location") are the
-  question's structure; as phrase nodes in one or two passages they seeded passages that only use the word.
-* Names inside the fact seeds' names (`inner_name_weight`, `engram.retrieve.links.inner_seeds`): a fact
-  brings the bridge to the next passage inside a longer name ("graduate of West Chicago High School"), and the
-  node of the bridge alone ("west chicago") links the page the next hop needs. Seeded at 0.15 x its parent's
-  weight x its own specificity: on the first 25 questions every value from 0.1 to 0.25 gave the same recall at
-  1, 2 and 5 (0.1 to 0.3 since the prior weight is 0.5), 0.5 lost recall@5 (docs/reproduction.md).
-* Hybrid passage scores (`lexical_weight`, `engram.retrieve.scoring.hybrid_scores`): wherever the method uses
-  a passage's similarity to the query (the prior, the first passage, a query the graph cannot seed) it is the
-  cosine plus a share of the passage's BM25 score, so names, versions and command words that embeddings blur
-  still count; docs/method.md says how the weight was chosen.
-* The first stage's best passage stays first (`dense_first`): the graph ranks every passage after it, so
-  rank 1 is never worse than the vector search engram replaces, on any question set. With the sharp prior
-  (weight 0.3 then) the two agreed on the first passage for 23 of the first 25 questions (of the other two,
-  the graph's was better once); with weight 0.5 and the rules above they agree on all 50. No threshold: a
-  cosine-margin gate would be a constant fitted to 25 questions.
-
-A query with neither a kept fact nor a linked phrase (every query of a memory without facts) is ranked by
-its passage scores alone (`method == "hybrid"`, or `"dense"` with `lexical_weight` 0), fused by
-`RetrieveConfig.fusion` (`ranking_scores`): by default each signal by how far its scores stand out for that
-query (`engram.retrieve.scoring.significance_scores`), not by the prior's fixed share. The prior needs scores
-on the cosine scale of its temperature; a ranking by these scores alone has no such constraint, and a fixed
-share cannot serve both a corpus whose embeddings tell its passages apart (man pages) and one whose
-embeddings do not (release notes): docs/method.md.
+passage nodes, seeded by the query's kept facts and the phrases it names as names, with a sharp passage prior
+over hybrid (cosine + BM25) scores and the first stage's best passage kept first. A query the graph cannot seed
+(every query of a memory without facts) is ranked by its passage scores alone, fused by significance. Each
+difference from the paper's method (`hipporag2-paper`, unchanged) and why: docs/method.md, "engram's default".
 """
 
 from __future__ import annotations
