@@ -17,7 +17,18 @@ from engram.errors import (
     MissingDependencyError,
 )
 from engram.text import ChunkConfig
-from engram.types import Answer, Document, Extraction, Fact, IndexReport, Passage, Retrieval, RetrievedPassage, Seed
+from engram.types import (
+    Answer,
+    Document,
+    Extraction,
+    Fact,
+    GraphSnapshot,
+    IndexReport,
+    Passage,
+    Retrieval,
+    RetrievedPassage,
+    Seed,
+)
 
 if TYPE_CHECKING:
     from engram.memory import Memory
@@ -34,6 +45,7 @@ __all__ = [
     "Extraction",
     "Fact",
     "GraphConfig",
+    "GraphSnapshot",
     "IndexReport",
     "InputError",
     "LLMConfigError",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -13,7 +11,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from engram.config import MemoryConfig, RetrieveConfig
-from engram.embed.base import Embedder
+from engram.embed.base import Embedder, model_key
 from engram.errors import LLM_HINT, InputError, LLMError
 from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extractor
@@ -21,6 +19,7 @@ from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
 from engram.index.commit import VectorSource
+from engram.index.inspection import graph_snapshot
 from engram.index.live import LiveIndex
 from engram.index.retry import retry_conflicts
 from engram.index.view import GraphIndex
@@ -41,7 +40,7 @@ from engram.store.manifest import open_directory
 from engram.store.peer_tables import PeerTables
 from engram.store.pg_schema import is_database_url, redact
 from engram.store.records import RecordStore
-from engram.types import Answer, Document, IndexReport, Progress, Retrieval
+from engram.types import Answer, Document, GraphSnapshot, IndexReport, Progress, Retrieval
 
 DB_NAME = "engram.sqlite"
 
@@ -83,12 +82,11 @@ class Memory:
         self.llm: ChatModel | None = resolve_llm(directory) if llm is None else llm or None
         self._owned_llm = self.llm if llm is None else None  # made here, so closed here
         self._store = self._open_store(create)
-        self._model_key = hashlib.sha256(json.dumps(self.embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
         self._live = LiveIndex(
             directory,
             self._store,
             self.embedder,
-            self._model_key,
+            model_key(self.embedder),
             self.config.graph,
             warm=warm_view if self.config.retrieve.query_links else None,
         )
@@ -342,6 +340,32 @@ class Memory:
     def phrases_of(self, passage_id: str) -> list[str]:
         """The phrases a passage is linked to in the graph (to explain why it was retrieved)."""
         return self._current().phrases_of(passage_id)
+
+    def graph(self) -> GraphSnapshot:
+        """A copy of the whole graph of the latest committed generation, by node names: to inspect, test or
+        compare memories (`neighbourhood` pictures a part of it).
+
+        Returns
+        -------
+        GraphSnapshot
+            The alive passages, phrases and facts, and the edges of each kind with their weights. A frozen
+            copy: changing it, or the memory afterwards, changes neither.
+        """
+        return graph_snapshot(self._current(), self.config.graph.context_weight)
+
+    @property
+    def index_loads(self) -> int:
+        """How many times this memory has built its index state whole (restored from a snapshot, or rebuilt
+        from the records) instead of bringing it forward by replaying other processes' commits from the
+        commit log (`engram.index.refresh`): each is a full read, worth watching where several processes
+        share a memory. Reading it loads nothing.
+
+        Returns
+        -------
+        int
+            0 until the first read or write; then 1, plus one for each later reload.
+        """
+        return self._live.loads
 
     def neighbourhood(self, around: str | Sequence[str], hops: int = 1, limit: int = 50) -> Neighbourhood:
         """The graph around passage ids or phrases (a name is a passage id when one matches, else a phrase,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,3 +142,40 @@ class IndexReport:
     updated: list[str] = field(default_factory=list)
     # ids of the documents this call deleted (delete; unknown ids are in `skipped`)
     deleted: list[str] = field(default_factory=list)
+
+
+NodePair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class GraphSnapshot:
+    """A memory's graph at one generation, by names (`Memory.graph`): a frozen copy, for inspecting and comparing
+    memories. Nodes are named "p:<phrase>" (normalised) and "d:<passage id>"; an edge is keyed by its two node
+    names, sorted. Only alive nodes (those a stored passage supports) appear, and only edges between them.
+    Weights are rounded to 9 decimals, so memories built in another order compare equal (`==`).
+
+    Attributes
+    ----------
+    passages, phrases, facts
+        Alive passage ids, phrases and (subject, relation, object) facts, each sorted.
+    relation_edges
+        Phrase pairs linked by facts, weighted by how many passages state them.
+    synonym_edges
+        Phrase pairs whose embeddings are similar enough, weighted by their cosine.
+    context_edges
+        (phrase, passage) pairs: a passage mentions the phrase (the configured context weight).
+    edges
+        Every linked pair with its summed weight: what retrieval's random walk sees (a relation and a synonym
+        edge on one pair add up).
+    counts
+        `Memory.stats()`'s graph counts: passages, phrases, facts, edges of each kind, pending, failed.
+    """
+
+    passages: tuple[str, ...]
+    phrases: tuple[str, ...]
+    facts: tuple[Triple, ...]
+    relation_edges: Mapping[NodePair, float]
+    synonym_edges: Mapping[NodePair, float]
+    context_edges: Mapping[NodePair, float]
+    edges: Mapping[NodePair, float]
+    counts: Mapping[str, int]

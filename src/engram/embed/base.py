@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -31,6 +33,23 @@ class Embedder(Protocol):
 
     def embed(self, texts: Sequence[str], role: Role = "passage", progress: Progress | None = None) -> Vectors:
         ...
+
+
+def model_key(embedder: Embedder) -> str:
+    """The key a memory files this embedder's cached vectors under: a short hash of its `identity`, so vectors
+    another model made are never read for this one.
+
+    Parameters
+    ----------
+    embedder
+        Any embedder.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+    """
+    return hashlib.sha256(json.dumps(embedder.identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @runtime_checkable

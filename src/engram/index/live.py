@@ -83,6 +83,7 @@ class LiveIndex:
         self.state: IndexState | None = None
         self.index: GraphIndex | None = None
         self.generation = -1
+        self.loads = 0  # states built whole (restored or rebuilt), not brought forward by replaying the log
         self.dirty = False
         self._vectors: VectorSource | None = None
         self._snapshot_damaged = False  # the newest snapshot failed its checksums: rewrite it at the next flush
@@ -170,6 +171,7 @@ class LiveIndex:
 
     def _load_state(self, generation: int) -> tuple[IndexState, set[int], str | None]:
         """(state, synonym rows computed on the way, the saved state's checksum when it was restored from one)."""
+        self.loads += 1
         if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
             saved = restore_state(self.root, generation, self.store.passages, self.embedder.dim, self.config)
             if saved is not None:
