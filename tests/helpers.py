@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from engram import Document
+from engram.embed import HashEmbedder
+from engram.embed.base import Progress, Role, Vectors
 
 DOCS = [
     Document("acme", "Alice Moreau founded Acme Tools in 1998 in a small garage.", title="Acme Tools"),
@@ -70,3 +73,16 @@ def build_small(path: Path) -> Path:
     with Memory(path, embedder=HashEmbedder()) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
     return path
+
+
+class CountingEmbedder(HashEmbedder):
+    """A hash embedder that counts the texts it was asked to embed (`embedded`): what a memory computed
+    rather than took from its vector cache."""
+
+    def __init__(self, dim: int = 256) -> None:
+        super().__init__(dim)
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str], role: Role = "passage", progress: Progress | None = None) -> Vectors:
+        self.embedded += len(texts)
+        return super().embed(texts, role, progress)

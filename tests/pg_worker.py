@@ -80,12 +80,12 @@ def read(url: str, final: int, timeout: float, gate: Path) -> dict[str, Any]:
         end = time.monotonic() + timeout
         while time.monotonic() < end and (not generations or generations[-1] < final):
             try:
-                state = memory._live.state
+                loads = memory.index_loads
                 ranked = memory.retrieve("Who owns the old mill near north river?", top_k=3)[0]
                 assert len(ranked.passages) <= 3
                 stats = memory.stats()
                 if generations and stats["generation"] != generations[-1]:
-                    kept[memory._live.state is state] += 1  # the commit log replayed, or a reload
+                    kept[memory.index_loads == loads] += 1  # the commit log replayed, or a reload
                 generations.append(stats["generation"])
                 passages.append(stats["passages"])
             except Exception:  # every failure is reported to the test, which fails on any

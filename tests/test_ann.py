@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engram import GraphConfig, InputError, MemoryConfig
+from engram import GraphConfig, GraphSnapshot, InputError, MemoryConfig
 from engram.embed import HashEmbedder
 from engram.graph import ann
 from engram.graph.synonyms import SynonymLists
+from rooms import Rooms
 
 if not ann.available():
     pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
@@ -149,8 +150,8 @@ def test_memory_keeps_its_ann_index_across_reopen(
             raise AssertionError("relabelled by hash")
 
         monkeypatch.setattr(ann_cache, "_digest", no_hashing)
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-        state = memory._live.load()
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+        state = memory.live.load()
         assert state.synonyms.ann is None and state.synonyms.ann_loader is not None  # opening does not read it
         state.synonyms.ann_loader()  # what the first synonym search that wants the index runs
         monkeypatch.undo()  # (writing the index again on close hashes the phrases)
@@ -160,10 +161,10 @@ def test_memory_keeps_its_ann_index_across_reopen(
         assert index.search(state.vectors["phrase"].view()[rows], 1)[1].ravel().tolist() == rows.tolist()
         memory.index(docs[200:], extractions=extractions[200:])  # the loaded index takes the new phrases
         memory.delete([d.id for d in docs[:50]])
-        grown = memory._live.current().canonical()
+        grown = memory.graph()
     with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as fresh:
         fresh.index(docs[50:], extractions=extractions[50:])
-        assert fresh._live.current().canonical() == grown  # the ANN found the exact neighbours here
+        assert fresh.graph() == grown  # the ANN found the exact neighbours here
 
 
 def test_ann_on_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,9 +215,9 @@ def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
     from engram import Memory
 
     docs, extractions, config = ann_memory(tmp_path / "m", seed=4)
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
         memory.delete([d.id for d in docs[:20]])
-        assert memory._live.load().synonyms.ann is None  # not loaded by this session
+        assert memory.live.load().synonyms.ann is None  # not loaded by this session
     manifest = json.loads((tmp_path / "m" / "index" / "ann" / "manifest.json").read_text(encoding="utf-8"))
     latest = max((tmp_path / "m" / "index").glob("g*"), key=lambda p: int(p.name[1:]))
     written = json.loads((latest / "manifest.json").read_text(encoding="utf-8"))["files"]["state.json"]
@@ -225,15 +226,15 @@ def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
     def no_hashing(key: str) -> bytes:
         raise AssertionError("relabelled by hash")
 
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
         monkeypatch.setattr(ann_cache, "_digest", no_hashing)
-        memory._live.load().synonyms.ann_loader()  # what the next synonym search runs
+        memory.live.load().synonyms.ann_loader()  # what the next synonym search runs
         monkeypatch.undo()
         memory.index(docs[200:], extractions=extractions[200:])
-        grown = memory._live.current().canonical()
+        grown = memory.graph()
     with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as fresh:
         fresh.index(docs[20:], extractions=extractions[20:])
-        assert fresh._live.current().canonical() == grown
+        assert fresh.graph() == grown
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
@@ -292,15 +293,14 @@ def test_the_lost_rows_are_saved_with_the_index(tmp_path: Path, records: bool) -
     """The rows no search reaches stay known across sessions (later phrases are paired with them), as rows of
     the reopened state whether its labels are taken as they are or matched by phrase hash; a cache written
     before `phrase-lost.npy` existed loads with none."""
-    from engram import Memory
 
     docs, extractions, config = ann_memory(tmp_path / "m", seed=8)
     folder = tmp_path / "m" / "index" / "ann"
 
     def session(part: slice, lost: set[int] | None = None) -> tuple[set[str], set[str]]:
         """The lost phrases as loaded, and as the session ends (what its close saves)."""
-        with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-            state = memory._live.load()
+        with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+            state = memory.live.load()
             state.synonyms.ann_loader()
             index = state.synonyms.ann
             assert index is not None
@@ -308,7 +308,7 @@ def test_the_lost_rows_are_saved_with_the_index(tmp_path: Path, records: bool) -
             if lost is not None:
                 index.lost = set(lost)
             memory.index(docs[part], extractions=extractions[part])  # a change: the close saves the index
-            phrases = memory._live.load().phrases
+            phrases = memory.live.load().phrases
             return loaded, {phrases[r] for r in index.lost}
 
     _, saved = session(slice(200, 210), lost={3, 17, 101})
@@ -334,19 +334,19 @@ def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) ->
     folder = tmp_path / "m" / "index" / "ann"
     before = (folder / "phrase.faiss").stat()
 
-    def session(part: slice) -> tuple[int, int, dict[str, object]]:
-        with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-            memory._live.load().synonyms.ann_loader()
-            index = memory._live.load().synonyms.ann
+    def session(part: slice) -> tuple[int, int, GraphSnapshot]:
+        with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+            memory.live.load().synonyms.ann_loader()
+            index = memory.live.load().synonyms.ann
             assert index is not None
             sizes = index.base_entries, index.added_entries
             memory.index(docs[part], extractions=extractions[part])
-            return *sizes, memory._live.current().canonical()
+            return *sizes, memory.graph()
 
-    def fresh(count: int) -> dict[str, object]:
+    def fresh(count: int) -> GraphSnapshot:
         with Memory(tmp_path / f"fresh{count}", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as memory:
             memory.index(docs[:count], extractions=extractions[:count])
-            return memory._live.current().canonical()
+            return memory.graph()
 
     assert session(slice(200, 230))[:2] == (400, 0)  # 60 phrases added: 15 % of the graph
     after = (folder / "phrase.faiss").stat()

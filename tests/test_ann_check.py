@@ -23,6 +23,7 @@ if not ann.available():
 
 import engram.index.ann_cache as ann_cache
 from engram.store.snapshot import verify_files
+from rooms import Rooms
 from test_ann import ann_memory
 
 
@@ -43,13 +44,13 @@ def grown_and_fresh(tmp_path: Path, seed: int, before: Callable[[Path], None]) -
     searches for synonyms; with the canonical graph of a memory built from scratch with the same documents."""
     docs, extractions, config = ann_memory(tmp_path / "m", seed=seed)
     before(tmp_path / "m" / "index" / "ann")
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
         memory.index(docs[200:], extractions=extractions[200:])
-        loaded = memory._live.load().synonyms.ann
-        grown = memory._live.current().canonical()
+        loaded = memory.live.load().synonyms.ann
+        grown = memory.graph()
     with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=config) as fresh:
         fresh.index(docs, extractions=extractions)
-        return loaded, grown, fresh._live.current().canonical()
+        return loaded, grown, fresh.graph()
 
 
 def test_a_change_loads_the_index_its_thread_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,8 +91,8 @@ def test_a_file_replaced_after_the_check_began_is_checked_again(
     folder = tmp_path / "m" / "index" / "ann"
     calls = counting(monkeypatch)
     for change, expected in ((lambda: None, 0), (lambda: replace(folder), 1)):
-        with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
-            state = memory._live.load()
+        with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+            state = memory.live.load()
             check = ann_cache.start_check(tmp_path / "m")
             assert check is not None and check.error() == ""
             change()
@@ -102,9 +103,9 @@ def test_a_file_replaced_after_the_check_began_is_checked_again(
 def test_a_change_without_a_search_leaves_the_plain_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs, _, config = ann_memory(tmp_path / "m", seed=14)
     calls = counting(monkeypatch)
-    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=64), config=config) as memory:
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
         memory.delete([docs[0].id])
-        state = memory._live.load()
+        state = memory.live.load()
         assert state.synonyms.ann is None and state.synonyms.ann_loader is not None
         state.synonyms.ann_loader()  # the next search: checks the files itself, the change's check is gone
         assert state.synonyms.ann is not None and len(calls) == 1

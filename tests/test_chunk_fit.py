@@ -65,12 +65,12 @@ def test_stored_documents_keep_their_chunks_and_new_ones_fit(tmp_path: Path) -> 
     long_doc = Document("long", _words(400), title="Long")
     with Memory(tmp_path / "m", embedder=embedder, llm=False) as memory:
         memory.index([long_doc])
-        before = sorted(p.text for p in memory._current().passages)
+        before = sorted(p.text for p in memory.context().view.passages)
         assert len(before) == 2  # two word windows of at most 300 words
         embedder.limit = 60
         report = memory.index([long_doc, Document("new", _words(400), title="New")])
         assert report.unchanged == 1 and report.added == ["new"]
-        rows = memory._current().passages
+        rows = memory.context().view.passages
         assert sorted(p.text for p in rows if p.doc_id == "long") == before
         new = [p for p in rows if p.doc_id == "new"]
         assert len(new) > 6 and all(len(p.text.split()) + 1 <= 60 for p in new)  # + the title line
@@ -114,7 +114,7 @@ def test_minilm_every_chunk_fits_and_a_fact_at_the_end_is_found(tmp_path: Path) 
     assert old and all(embedder.count_tokens([f"{title}\n{c[: c.index(FACT)]}"])[0] > embedder.max_tokens for c in old)
     with Memory(tmp_path / "m", embedder=embedder, llm=False) as memory:
         memory.index([Document("parish", text, title=title)])
-        rows = memory._current().passages
+        rows = memory.context().view.passages
         lengths = embedder.count_tokens([passage_text(p) for p in rows])
         assert len(rows) > 4 and max(lengths) <= embedder.max_tokens == 256
         found = memory.retrieve("Who was the lighthouse keeper on Tarrow Island?", top_k=1, method="dense")

@@ -229,7 +229,7 @@ def test_retrieval_is_the_same_with_and_without_codes(tmp_path: Path, method: st
         with Memory(tmp_path / setting, embedder=HashEmbedder(dim=64), config=config) as memory:
             memory.index(docs, extractions=extractions)
             memory.delete([f"d{i}" for i in range(0, 120, 7)])  # dead facts too
-            assert (memory._current().fact_codes is not None) == (setting == "on")
+            assert (memory.context().view.fact_codes is not None) == (setting == "on")
             found = memory.retrieve(queries, top_k=10, method=method)
             results.append([[(p.id, p.score) for p in r.passages] for r in found])
             results.append([(r.method, r.facts, r.candidate_facts, r.seeds) for r in found])

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram import Document, GraphConfig, Memory, MemoryConfig
+from engram import Document, GraphConfig, MemoryConfig
 from engram.embed import HashEmbedder
 from engram.index import coded
 from engram.index.coded import CodedRows
+from rooms import Rooms
 
 if not coded.available():
     pytest.skip("the ann extra (simsimd) is not installed", allow_module_level=True)
@@ -41,18 +42,19 @@ def corpus(
     return docs, extractions
 
 
-def opened(path: Path, setting: str) -> Memory:
+def opened(path: Path, setting: str) -> Rooms:
+    """The memory at `path` opened without the facade, to look at its live state (its fact codes)."""
     config = MemoryConfig(graph=GraphConfig(ann="off", fact_codes=setting))
-    return Memory(path, embedder=HashEmbedder(dim=64), config=config)
+    return Rooms(path, HashEmbedder(dim=64), config)
 
 
-def results(memory: Memory) -> list[object]:
+def results(memory: Rooms) -> list[object]:
     found = memory.retrieve(QUERIES, top_k=10)
     return [([(p.id, p.score) for p in r.passages], r.method, r.facts, r.seeds) for r in found]
 
 
-def codes_of(memory: Memory) -> CodedRows:
-    codes = memory._current().fact_codes
+def codes_of(memory: Rooms) -> CodedRows:
+    codes = memory.live.current().fact_codes
     assert codes is not None
     return codes
 
@@ -71,7 +73,7 @@ def state_token(path: Path) -> str:
     return token
 
 
-def change(memory: Memory, first: int, count: int, seed: int) -> None:
+def change(memory: Rooms, first: int, count: int, seed: int) -> None:
     docs, extractions = corpus(first, count, seed, NEW if first >= 150 else WORDS)
     memory.index(docs, extractions=extractions)
 
@@ -94,7 +96,7 @@ def test_a_reopened_memory_maps_its_saved_codes(pair: tuple[Path, Path]) -> None
     with opened(on, "on") as memory, opened(off, "off") as oracle:
         assert results(memory) == results(oracle)
         codes = codes_of(memory)
-        assert codes.mapped and codes.encoded == saved["rows"] == len(memory._live.state.facts)  # type: ignore[union-attr]
+        assert codes.mapped and codes.encoded == saved["rows"] == len(memory.live.state.facts)  # type: ignore[union-attr]
 
 
 def test_rows_added_after_the_saved_codes_are_scored_exactly_then_encoded(pair: tuple[Path, Path]) -> None:
@@ -105,7 +107,7 @@ def test_rows_added_after_the_saved_codes_are_scored_exactly_then_encoded(pair: 
             change(m, 150, 5, seed=2)
         assert results(memory) == results(oracle)
         codes = codes_of(memory)
-        assert codes.mapped and codes.encoded == rows < len(memory._live.state.facts)  # type: ignore[union-attr]
+        assert codes.mapped and codes.encoded == rows < len(memory.live.state.facts)  # type: ignore[union-attr]
     saved = manifest(on)  # the file kept, its state renamed to the new saved state
     assert saved["rows"] == rows and saved["state"] == state_token(on)
     with opened(on, "on") as memory, opened(off, "off") as oracle:
@@ -116,7 +118,7 @@ def test_rows_added_after_the_saved_codes_are_scored_exactly_then_encoded(pair: 
         for m in (memory, oracle):
             change(m, 155, 5, seed=3)
         assert results(memory) == results(oracle)
-        assert not codes.mapped and codes.encoded == len(memory._live.state.facts)  # type: ignore[union-attr]
+        assert not codes.mapped and codes.encoded == len(memory.live.state.facts)  # type: ignore[union-attr]
         memory.flush()  # written again, all rows
         facts, written = codes.encoded, (on / "index" / "codes" / "fact.codes.npy").stat().st_ino
         assert manifest(on)["rows"] == facts
@@ -187,7 +189,7 @@ def test_the_checksum_begun_at_open_is_used_unless_the_file_changed(
             assert codes_of(memory).mapped
     with caplog.at_level(logging.WARNING), opened(on, "on") as memory, opened(off, "off") as oracle:
         memory.stats()  # opened: the state is read, the codes' check begun
-        loader = memory._live.state.fact_codes.loader  # type: ignore[union-attr]
+        loader = memory.live.state.fact_codes.loader  # type: ignore[union-attr]
         assert isinstance(loader, functools.partial) and loader.args[2] is not None
         assert loader.args[2].error() == ""  # open's check passed on the file as it was
         data = bytearray((folder / "fact.codes.npy").read_bytes())

@@ -13,9 +13,11 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
+from engram import Document, GraphConfig, GraphSnapshot, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
 from engram.graph.build import assemble_adjacency, build_tables, synonym_edges
+from helpers import CountingEmbedder
+from rooms import Rooms
 
 PHRASES = [
     "north river",
@@ -79,8 +81,8 @@ def apply(memory: Memory, live: Live, op: Any, known: dict[tuple[Any, str], dict
             known[(doc.title, doc.text)] = extraction
 
 
-def vectors_by_key(memory: Memory) -> dict[str, bytes]:
-    index = memory._current()
+def vectors_by_key(memory: Memory | Rooms) -> dict[str, bytes]:
+    index = memory.context().view
     out = {}
     for row, p in enumerate(index.passages):
         if index.passage_alive[row]:
@@ -94,14 +96,15 @@ def vectors_by_key(memory: Memory) -> dict[str, bytes]:
     return out
 
 
-def observe(memory: Memory) -> dict[str, Any]:
-    index = memory._current()
+def observe(memory: Memory | Rooms) -> dict[str, Any]:
+    graph = memory.graph()
     results = {m: memory.retrieve(QUERIES, top_k=4, method=m) for m in ("hipporag2", "dense", "bm25")}
+    stats = memory.stats()
     return {
-        "graph": index.canonical(),
+        "graph": graph,
         "vectors": vectors_by_key(memory),
-        "stats": index.stats(),
-        "state_stats": memory._live.stats(),  # counted without the view: must agree with it
+        "stats": dict(graph.counts),  # counted on the view
+        "state_stats": {k: stats[k] for k in graph.counts},  # counted without the view: must agree with it
         "ranked": {
             m: [
                 (r.method, [p.id for p in r.passages], [f.triple for f in r.facts], [s.phrase for s in r.seeds])
@@ -132,12 +135,12 @@ def oracle_graph(live: Live, known: dict[tuple[Any, str], dict[str, Any]], embed
     return {"passages": [d.id for d in docs], "phrases": tables.phrases, "facts": tables.facts, "edges": edges}
 
 
-def matches_oracle(graph: dict[str, Any], oracle: dict[str, Any]) -> None:
-    assert graph["passages"] == oracle["passages"]
-    assert graph["phrases"] == oracle["phrases"] and graph["facts"] == oracle["facts"]
-    assert graph["edges"].keys() == oracle["edges"].keys()
+def matches_oracle(graph: GraphSnapshot, oracle: dict[str, Any]) -> None:
+    assert list(graph.passages) == oracle["passages"]
+    assert list(graph.phrases) == oracle["phrases"] and list(graph.facts) == oracle["facts"]
+    assert graph.edges.keys() == oracle["edges"].keys()
     for edge, weight in oracle["edges"].items():  # float32 batch cosines against the state's float64 ones
-        assert graph["edges"][edge] == pytest.approx(weight, abs=1e-6), edge
+        assert graph.edges[edge] == pytest.approx(weight, abs=1e-6), edge
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> None:
@@ -179,24 +182,24 @@ def test_delete_removes_unsupported_facts_and_lowers_support(tmp_path: Path) -> 
     ]
     with Memory(tmp_path / "m", embedder=HashEmbedder(), config=CONFIG) as memory:
         memory.index(docs, extractions=ex)
-        edges = memory._current().canonical()["edges"]
+        edges = memory.graph().edges
         assert edges[("p:anna berg", "p:old mill")] >= 2.0
         report = memory.delete(["b", "c", "missing"])
         assert report.skipped == {"missing": "not in the memory"} and report.documents == 2
-        graph = memory._current().canonical()
-        assert graph["passages"] == ["a"] and graph["phrases"] == ["anna berg", "old mill"]
-        assert graph["edges"][("p:anna berg", "p:old mill")] < edges[("p:anna berg", "p:old mill")]
+        graph = memory.graph()
+        assert graph.passages == ("a",) and graph.phrases == ("anna berg", "old mill")
+        assert graph.edges[("p:anna berg", "p:old mill")] < edges[("p:anna berg", "p:old mill")]
         hits = memory.retrieve("north river", top_k=5, method="dense")[0].passages
         assert [p.id for p in hits] == ["a"]
 
 
 def test_update_keeps_unchanged_chunks_without_llm_or_embedding(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m", embedder=HashEmbedder(), config=CONFIG) as memory:
+    source = CountingEmbedder()
+    with Memory(tmp_path / "m", embedder=source, config=CONFIG) as memory:
         memory.index(
             [Document("d", "The old mill is near north river.")],
             extractions=[{"id": "d", "triples": [["old mill", "is near", "north river"]]}],
         )
-        source = memory._source()
         before = source.embedded
         report = memory.update(Document("d", "The old mill is near north river."))
         assert report.unchanged == 1 and source.embedded == before
@@ -215,7 +218,7 @@ def test_a_view_stays_valid_while_later_commits_grow_the_state(tmp_path: Path) -
             [Document("a", "Anna Berg founded the old mill.")],
             extractions=[{"id": "a", "triples": [["Anna Berg", "founded", "old mill"]]}],
         )
-        old = memory._current()
+        old = memory.context().view
         query = memory.context().embed_queries(["Who founded the old mill?"])
         before = hipporag2(old, query, ["q"], memory.config.retrieve, 3)[0]
         memory.index(

@@ -46,7 +46,7 @@ def observe(path: Path) -> dict[str, Any]:
     with Memory(path, embedder=EMBEDDER, create=False) as memory:
         results = {m: memory.retrieve(questions, top_k=10, method=m) for m in METHODS}
         return {
-            "graph": memory._current().canonical(),
+            "graph": memory.graph(),
             "stats": {k: v for k, v in memory.stats().items() if k != "generation"},
             "ranked": {m: [(r.method, [p.id for p in r.passages]) for r in rs] for m, rs in results.items()},
             "facts": {m: [[f.triple for f in r.facts] for r in rs] for m, rs in results.items()},

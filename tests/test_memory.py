@@ -7,7 +7,7 @@ import pytest
 
 from engram import Document, Memory, MemoryConfig, RetrieveConfig
 from engram.embed import HashEmbedder
-from helpers import DOCS, EXTRACTIONS
+from helpers import DOCS, EXTRACTIONS, CountingEmbedder
 
 
 def build(path: Path) -> Memory:
@@ -96,9 +96,10 @@ def test_reindexing_unchanged_documents_is_a_no_op(tmp_path: Path) -> None:
 
 
 def test_identical_content_is_embedded_once_and_documents_stay_independent(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
+    embedder = CountingEmbedder()
+    with Memory(tmp_path / "m", embedder=embedder) as memory:
         memory.index([Document("a", "Same text here."), Document("b", "Same text here.")])
-        assert memory._source().embedded == 1  # one vector for the shared content
+        assert embedder.embedded == 1  # one vector for the shared content
         assert memory.stats()["documents"] == 2
         memory.delete(["a"])
         assert [p.id for p in memory.retrieve("same text", method="dense")[0].passages] == ["b"]

@@ -39,7 +39,7 @@ def rebuilt(view: GraphIndex) -> tuple[dict[str, tuple[int, ...]], dict[str, int
 
 
 def check(memory: Memory) -> None:
-    view = memory._current()
+    view = memory.context().view
     lookup = lookup_for(view)
     rows, words, longest = rebuilt(view)
     for name, expected in rows.items():
@@ -92,7 +92,7 @@ def test_names_follow_inserts_deletes_updates_and_reopening(tmp_path: Path) -> N
         check(memory)
         index(memory, ["a", "d"], version=1)
         check(memory)
-        old = memory._current()
+        old = memory.context().view
         memory.delete(["d", "c"])
         check(memory)
         assert lookup_for(old).names.passages_with("mill") == 1  # an older view keeps its own counts

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,26 @@ from engram.cli import main
 from engram.embed import HashEmbedder
 from engram.errors import InputError, MissingDependencyError
 from engram.extract.offline import load_model, resolve_extractor
+from engram.store.records import RecordStore
+from engram.store.rows import ExtractionRow
 from fake_openai import FakeOpenAI, openie_handler
 
 pytest.importorskip("spacy", reason="the nlp extra (spaCy) is not installed")
+
+
+def extraction_sources(path: Path) -> set[str]:
+    """Who made the stored extractions of the memory at `path`, read from its records as another program would."""
+    with closing(sqlite3.connect(path / "engram.sqlite")) as db:
+        return {str(row[0]) for row in db.execute("SELECT DISTINCT source FROM extractions")}
+
+
+def stored_extractions(path: Path) -> dict[str, ExtractionRow]:
+    """The extraction rows of the memory at `path`, by content hash (its records opened on their own)."""
+    store = RecordStore(path / "engram.sqlite")
+    try:
+        return store.extractions()
+    finally:
+        store.close()
 
 DOCS = [
     "Alice Moreau founded Acme Tools in 1990. She was born in Lyon.",
@@ -40,7 +59,7 @@ def test_memory_builds_a_graph_offline(tmp_path: Path, monkeypatch: pytest.Monke
         stats = memory.stats()
         assert stats["facts"] > 0 and stats["phrases"] > 0
         result = memory.retrieve("Where was the founder of Acme Tools born?", top_k=3)[0]
-        sources = {str(row[0]) for row in memory._store._read("SELECT DISTINCT source FROM extractions")}
+    sources = extraction_sources(tmp_path / "m")
     assert result.method == "hipporag2" and result.seeds
     assert "acme tools" in {s.phrase for s in result.seeds}
     assert len(sources) == 1 and sources.pop().startswith("offline:spacy/")  # an LLM can later replace these
@@ -72,12 +91,11 @@ def test_an_llm_later_replaces_the_offline_extractions(tmp_path: Path, fake_llm:
     path = tmp_path / "m"
     with Memory(path, embedder=HashEmbedder(), llm=False, extractor="spacy") as memory:
         memory.index(DOCS)
-        offline = memory._store.extractions()
+    offline = stored_extractions(path)
     with Memory(path, embedder=HashEmbedder(), llm=fake_llm.chat()) as memory:
         assert memory.extract().extracted == 0  # offline extractions are finished ones: nothing pending
         report = memory.extract(redo="other")  # passage by passage, through the LLM
-        sources = {str(row[0]) for row in memory._store._read("SELECT DISTINCT source FROM extractions")}
-        replaced = memory._store.extractions()
+    sources, replaced = extraction_sources(path), stored_extractions(path)
     assert report.extracted == len(DOCS) and report.failed == 0
     assert len(sources) == 1 and not sources.pop().startswith("offline:")
     assert {h: r.triples for h, r in replaced.items()} != {h: r.triples for h, r in offline.items()}

@@ -13,6 +13,7 @@ from engram.embed import HashEmbedder
 from engram.index.saved_walk import FILES, restore_walk
 from engram.index.state import IndexState
 from helpers import DOCS, EXTRACTIONS
+from rooms import Rooms
 from test_continual import CONFIG
 from test_view_patch import built, identical
 
@@ -26,13 +27,18 @@ def memory_at(path: Path) -> Memory:
     return Memory(path, embedder=HashEmbedder(dim=64), config=CONFIG)
 
 
+def rooms_at(path: Path) -> Rooms:
+    """The memory at `path` opened without the facade, to look at its live state (its saved walk)."""
+    return Rooms(path, HashEmbedder(dim=64), CONFIG)
+
+
 def closed_after_a_query(path: Path) -> list[list[tuple[str, float]]]:
     with memory_at(path) as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
         return ranked(memory)
 
 
-def ranked(memory: Memory) -> list[list[tuple[str, float]]]:
+def ranked(memory: Memory | Rooms) -> list[list[tuple[str, float]]]:
     return [[(p.id, p.score) for p in r.passages] for r in memory.retrieve(QUERIES, 4)]
 
 
@@ -44,23 +50,23 @@ def snapshot(path: Path) -> Path:
 def test_the_first_view_after_an_open_is_the_saved_one_and_patches_on(tmp_path: Path) -> None:
     before = closed_after_a_query(tmp_path / "m")
     assert all((snapshot(tmp_path / "m") / name).exists() for name in FILES)
-    with memory_at(tmp_path / "m") as memory:
-        state = memory._live.load()
+    with rooms_at(tmp_path / "m") as memory:
+        state = memory.live.load()
         assert state.patch_base is not None and state.base_check is not None  # mapped, checked on a thread
-        first = memory._current()
+        first = memory.live.current()
         assert first.patched and state.base_check is None  # taken as saved, not built
         assert not first.walk.matrix.data.flags.writeable  # the saved file's read-only map, not a copy
         identical(first, built(state))
         assert ranked(memory) == before
         memory.index([MORE], extractions=[MORE_EXTRACTION])
-        patched = memory._current()
+        patched = memory.live.current()
         assert patched.patched
-        identical(patched, built(memory._live.load()))
+        identical(patched, built(memory.live.load()))
         after = ranked(memory)
     for name in FILES:  # the same memory opened without a saved walk: the same answers
         (snapshot(tmp_path / "m") / name).unlink(missing_ok=True)
-    with memory_at(tmp_path / "m") as memory:
-        assert memory._live.load().patch_base is None
+    with rooms_at(tmp_path / "m") as memory:
+        assert memory.live.load().patch_base is None
         assert ranked(memory) == after
 
 
@@ -70,10 +76,10 @@ def test_a_damaged_walk_file_is_not_used(tmp_path: Path, caplog: pytest.LogCaptu
     data = bytearray(damaged.read_bytes())
     data[-3] ^= 0xFF  # a walk value, past the header
     damaged.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING), memory_at(tmp_path / "m") as memory:
-        first = memory._current()
+    with caplog.at_level(logging.WARNING), rooms_at(tmp_path / "m") as memory:
+        first = memory.live.current()
         assert not first.patched  # built from the edges
-        identical(first, built(memory._live.load()))
+        identical(first, built(memory.live.load()))
         assert ranked(memory) == before
     assert "walk-walk.npy does not match its checksum" in caplog.text
 
@@ -84,10 +90,10 @@ def test_changes_no_view_has_seen_are_saved_with_their_graph(tmp_path: Path) -> 
         ranked(memory)
         memory.index([MORE], extractions=[MORE_EXTRACTION])  # committed, never read: the close derives the graph
     assert all((snapshot(tmp_path / "m") / name).exists() for name in FILES)
-    with memory_at(tmp_path / "m") as memory:
-        first = memory._current()
+    with rooms_at(tmp_path / "m") as memory:
+        first = memory.live.current()
         assert first.patched and not first.walk.matrix.data.flags.writeable
-        identical(first, built(memory._live.load()))
+        identical(first, built(memory.live.load()))
         assert {"mill"} <= {p.id for r in memory.retrieve(["Who founded the North Mill?"], 5) for p in r.passages}
 
 
@@ -96,11 +102,11 @@ def test_a_memory_built_and_closed_without_a_view_saves_no_graph(tmp_path: Path)
     with memory_at(tmp_path / "m") as memory:
         memory.index(DOCS, extractions=EXTRACTIONS)
     assert not any((snapshot(tmp_path / "m") / name).exists() for name in FILES)
-    with memory_at(tmp_path / "m") as memory:
-        assert memory._live.load().patch_base is None
-        first = memory._current()
+    with rooms_at(tmp_path / "m") as memory:
+        assert memory.live.load().patch_base is None
+        first = memory.live.current()
         assert not first.patched
-        identical(first, built(memory._live.load()))
+        identical(first, built(memory.live.load()))
 
 
 def test_saved_arrays_that_do_not_fit_the_state_are_not_used(

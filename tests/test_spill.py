@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import engram.index.rows
 from engram import Memory
 from engram.embed import HashEmbedder
+from rooms import Rooms
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
 
@@ -25,18 +26,18 @@ def test_spilling_every_commit_equals_a_build_in_ram(ops: list[Any]) -> None:
         live: Live = {}
         known: dict[tuple[Any, str], dict[str, Any]] = {}
         patch.setattr(engram.index.rows, "SPILL_ROWS", 1)
-        with Memory(Path(tmp) / "spilled", embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+        with Rooms(Path(tmp) / "spilled", HashEmbedder(dim=64), CONFIG) as memory:
             for op in ops:
                 apply(memory, live, op, known)
-            state = memory._live.load()
+            state = memory.live.load()
             assert all(rows.tail_size == 0 for rows in state.vectors.values())  # every row was moved
             spilled = observe(memory)
         matches_oracle(spilled["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
         with Memory(Path(tmp) / "spilled", embedder=HashEmbedder(dim=64), config=CONFIG) as reopened:
             same(observe(reopened), spilled)  # the snapshot written from the files
         patch.setattr(engram.index.rows, "SPILL_ROWS", 1 << 40)
-        with Memory(Path(tmp) / "ram", embedder=HashEmbedder(dim=64), config=CONFIG) as fresh:
+        with Rooms(Path(tmp) / "ram", HashEmbedder(dim=64), CONFIG) as fresh:
             extractions = [{**e, "id": d.id} for d, _ in live.values() if (e := known.get((d.title, d.text)))]
             fresh.index([d for d, _ in live.values()], extractions=extractions)
-            assert not any(rows.spilled for rows in fresh._live.load().vectors.values())
+            assert not any(rows.spilled for rows in fresh.live.load().vectors.values())
             same(observe(fresh), spilled)

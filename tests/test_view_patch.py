@@ -21,6 +21,7 @@ from engram.index.keyed import PairCounts
 from engram.index.state import IndexState
 from engram.index.touched import PatchBase
 from engram.index.view import GraphIndex, view
+from rooms import Rooms
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
 
@@ -70,15 +71,15 @@ def patched_views_equal_built_ones(ops: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         live: Live = {}
         known: dict[Any, Any] = {}
-        with Memory(Path(tmp) / "m", embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
-            first = memory._current()
+        with Rooms(Path(tmp) / "m", HashEmbedder(dim=64), CONFIG) as memory:
+            first = memory.live.current()
             assert not first.patched
             held: list[tuple[GraphIndex, bytes]] = []  # every other view, held on (the others' memory is reused)
             for i, op in enumerate(ops):
                 apply(memory, live, op, known)
-                current = memory._current()
+                current = memory.live.current()
                 assert current.patched or current is first
-                identical(current, built(memory._live.load()))
+                identical(current, built(memory.live.load()))
                 if i % 2:
                     held.append((current, arrays_of(current)))
             assert all(arrays_of(v) == saved for v, saved in held)  # later patches never wrote into them
@@ -94,14 +95,14 @@ def test_many_changes_rebuild_instead(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(PatchBase, "touch_limit", lambda self: 1)
     live: Live = {}
     known: dict[Any, Any] = {}
-    with Memory(tmp_path, embedder=HashEmbedder(dim=64), config=CONFIG) as memory:
+    with Rooms(tmp_path, HashEmbedder(dim=64), CONFIG) as memory:
         apply(memory, live, ("index", [("doc0", ([("north river", "is near", "old mill")], True, 0))]), known)
-        memory._current()
+        memory.live.current()
         two = [("doc1", ([("Anna Berg", "founded", "mill town")], True, 1)), ("doc2", ([], False, 2))]
         apply(memory, live, ("index", two), known)
-        state = memory._live.load()
+        state = memory.live.load()
         assert state.patch_base is None and state.touched is None  # past the limit: nothing more recorded
-        current = memory._current()
+        current = memory.live.current()
         assert not current.patched
         identical(current, built(state))
 
