@@ -1,4 +1,7 @@
-"""Defects found by review (issue 10, items 12 and 13), each pinned by a test that failed before its fix."""
+"""What `index` and `update` do with stored documents and the extractions given for them: an extraction keyed
+by a document id is not copied into its chunks, nor taken by a document whose id looks like a chunk's; an
+update applies a metadata-only change, reports what it did and leaves identical content unchanged; extractions
+given later complete stored pending passages. (Found by review, issue 10, and an outside audit.)"""
 
 from __future__ import annotations
 
@@ -47,3 +50,39 @@ def test_update_with_identical_content_and_metadata_is_unchanged(tmp_path: Path)
         generation = memory.stats()["generation"]
         assert memory.update(Document("a", "Alice founded Acme.", "Acme", {"tag": "x"})).unchanged == 1
         assert memory.stats()["generation"] == generation
+
+
+def test_update_reports_what_it_did(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        memory.index([Document("lyon", "Lyon is a city.")])
+        changed = memory.update(Document("lyon", "Lyon is a city on the Rhone."))
+        assert (changed.added, changed.updated) == ([], ["lyon"])
+        new = memory.update(Document("paris", "Paris is a city."))
+        assert (new.added, new.updated) == (["paris"], [])
+        same = memory.update(Document("paris", "Paris is a city."))
+        assert (same.added, same.updated, same.unchanged) == ([], [], 1)
+
+
+def test_extractions_given_later_complete_stored_pending_passages(tmp_path: Path) -> None:
+    triples = {"id": "a", "triples": [["Kim", "met", "Lee"], ["Lee", "lives in", "Oslo"]]}
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        memory.index([Document("a", "Kim met Lee. Lee lives in Oslo."), Document("b", "Nothing given for b.")])
+        assert memory.stats()["pending"] == 2
+        report = memory.index([Document("a", "Kim met Lee. Lee lives in Oslo.")], extractions=[triples])
+        assert (report.unchanged, report.imported) == (1, 1)
+        assert memory.stats()["pending"] == 1 and memory.stats()["facts"] == 2
+        assert sorted(memory.phrases_of("a")) == ["kim", "lee", "oslo"]
+        again = memory.index([], extractions=[triples])  # nothing pending for it any more: nothing imported
+        assert again.imported == 0
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        assert sorted(memory.phrases_of("a")) == ["kim", "lee", "oslo"] and memory.stats()["pending"] == 1
+
+
+def test_a_document_whose_id_ends_in_a_chunk_number_takes_no_other_documents_triples(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m", embedder=HashEmbedder(dim=32), llm=False) as memory:
+        report = memory.index(
+            [Document("report", "Kim met Lee in Oslo."), Document("report#1", "Kim met Lee again.")],
+            extractions=[{"id": "report", "triples": [["Kim", "met", "Lee"]]}],
+        )
+        assert report.imported == 1 and memory.stats()["pending"] == 1  # report#1 is a document, not a chunk
+        assert memory.phrases_of("report#1") == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engram import Memory
+from engram import Document, Memory
 from engram.embed import HashEmbedder
 from fake_openai import FakeOpenAI
 from server_helpers import error_of, hash_settings, seeded_memory, serve
@@ -158,3 +158,15 @@ def test_error_statuses(tmp_path: Path) -> None:
 
 def _json() -> dict[str, str]:
     return {"Content-Type": "application/json"}
+
+
+def test_each_memory_of_a_root_opens_with_its_own_embedder(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for name, dim in (("m64", 64), ("m32", 32)):
+        with Memory(root / name, embedder=HashEmbedder(dim=dim), llm=False) as memory:
+            memory.index([Document("d", f"A note written for the {dim}-dimension memory.")])
+    with serve(hash_settings(root=root, embedder=None)) as server, server.client() as http:
+        for name in ("m64", "m32", "m64"):
+            response = http.post(f"/v1/memories/{name}/retrieve", json={"query": "note", "method": "dense"})
+            assert response.status_code == 200, response.text
+            assert response.json()["results"][0]["passages"][0]["id"] == "d"

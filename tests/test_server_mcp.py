@@ -119,3 +119,26 @@ def test_mcp_over_http_with_keys(tmp_path: Path, capsys: pytest.CaptureFixture[s
         with httpx2.Client() as plain:
             refused = plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert refused.status_code == 401 and refused.json()["error"]["type"] == "unauthorized"
+
+
+def test_mcp_remember_says_why_metadata_is_refused_and_recall_takes_a_method(tmp_path: Path) -> None:
+    import anyio
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    with serve(hash_settings(root=tmp_path / "root")) as server:
+
+        async def run() -> tuple[str, str]:
+            http = httpx2.AsyncClient(timeout=60)
+            async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+                result = await client.call_tool("remember", {"documents": [{"id": "x", "text": "t", "metadata": "x"}]})
+                assert result.is_error
+                refused = " ".join(getattr(block, "text", "") for block in result.content)
+                assert not (await client.call_tool("remember", {"text": "Alice lives in Lyon.", "id": "a"})).is_error
+                found = await client.call_tool("recall", {"query": "Where does Alice live?", "method": "dense"})
+                assert found.structured_content is not None
+                return refused, found.structured_content["requested_method"]
+
+        refused, method = anyio.run(run)
+        assert "metadata must be an object" in refused and method == "dense"  # recall takes a method, as REST does

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engram.server.settings import parse_key_entries
-from server_helpers import hash_settings, seeded_memory, serve
+from server_helpers import error_of, hash_settings, seeded_memory, serve
 
 KEY = "0123456789abcdef-security"
 
@@ -98,3 +98,15 @@ def test_a_body_shorter_than_its_content_length_is_cut_off(tmp_path: Path) -> No
     assert received.startswith(b"HTTP/1.1 408"), received[:200]
     assert b"request_timeout" in received or b"content-length" in received.lower()
     assert elapsed < 5
+
+
+def test_a_loopback_server_answers_only_for_this_machine(tmp_path: Path) -> None:
+    with serve(hash_settings(root=tmp_path / "root")) as server, server.client() as http:
+        assert http.get("/v1/health").status_code == 200
+        for host in ("localhost", "127.0.0.1:8300", "[::1]:8300"):
+            assert http.get("/v1/health", headers={"host": host}).status_code == 200
+        for host in ("attacker.example", "attacker.example:8300", "127.0.0.1.nip.io"):
+            response = http.get("/v1/memories", headers={"host": host})
+            assert error_of(response) == (421, "wrong_host")
+            response = http.delete("/v1/memories/notes/documents/a", headers={"host": host})
+            assert error_of(response) == (421, "wrong_host")

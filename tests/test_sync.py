@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -10,6 +11,20 @@ import pytest
 from engram import Document, Memory
 from engram.cli import main
 from engram.embed import HashEmbedder
+
+HASH = ["--embedder", "hash:64"]
+
+
+@pytest.fixture()
+def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ENGRAM_LLM_BASE_URL", "ENGRAM_LLM_MODEL", "ENGRAM_EMBEDDER", "ENGRAM_EXTRACTOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def retrieve_ids(mem: str, query: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -73,3 +88,35 @@ def test_delete_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err
     assert "skipped ghost" in err and "deleted 1 documents" in err
     assert retrieve_ids(str(mem), "owls", capsys) == ["two"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("spacy") is None, reason="needs the nlp extra")
+@pytest.mark.usefixtures("no_env")
+def test_sync_takes_the_extractor_and_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "notes" / "a.md", "Marie Curie was born in Warsaw. She worked in Paris.")
+    mem = str(tmp_path / "m")
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem, *HASH, "--extractor", "spacy"]) == 0
+    err = capsys.readouterr().err
+    assert "extractions: 1 by spaCy (offline), 0 failed" in err
+    with Memory(mem, llm=False) as memory:
+        assert memory.stats()["facts"] > 0 and memory.stats()["pending"] == 0
+
+
+@pytest.mark.usefixtures("no_env")
+def test_sync_keeps_a_document_whose_file_is_there_but_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "notes" / "a.md", "Alpha lives here.")
+    write(tmp_path / "notes" / "b.md", "Beta lives there.")
+    mem = str(tmp_path / "m")
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem, *HASH]) == 0
+    (tmp_path / "notes" / "b.md").write_bytes(b"\xff\xfe\x00 half-written")
+    capsys.readouterr()
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem]) == 0
+    err = capsys.readouterr().err
+    assert "skipped" in err and "0 deleted" in err
+    with Memory(mem, llm=False) as memory:
+        assert sorted(memory.documents()) == ["notes/a.md", "notes/b.md"]
+    (tmp_path / "notes" / "b.md").unlink()  # a file that is gone is still deleted
+    assert main(["sync", str(tmp_path / "notes"), "-m", mem]) == 0
+    assert "1 deleted" in capsys.readouterr().err
