@@ -34,6 +34,7 @@ def stored_extractions(path: Path) -> dict[str, ExtractionRow]:
     finally:
         store.close()
 
+
 DOCS = [
     "Alice Moreau founded Acme Tools in 1990. She was born in Lyon.",
     "Acme Tools is based in Grenoble. It makes hammers.",
