@@ -110,6 +110,7 @@ def test_deleted_documents_leave_the_graph(tmp_path: Path) -> None:
     assert dict(graph.relation_edges) == {("p:anna berg", "p:old mill"): 1.0}  # only a states it now
     assert dict(graph.synonym_edges) == {}  # "old mills" died with b
     assert set(graph.context_edges) == {("d:a", "p:anna berg"), ("d:a", "p:old mill")}
+    assert graph.edges.keys() == graph.relation_edges.keys() | graph.context_edges.keys()  # no dead node's edge
 
 
 def test_an_empty_memory_has_an_empty_graph(tmp_path: Path) -> None:
