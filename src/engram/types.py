@@ -156,8 +156,12 @@ class GraphSnapshot:
 
     Attributes
     ----------
-    passages, phrases, facts
-        Alive passage ids, phrases and (subject, relation, object) facts, each sorted.
+    passages
+        Alive passage ids, sorted (pending ones too: nodes without edges).
+    phrases
+        Alive phrases, normalised and sorted.
+    facts
+        Alive (subject, relation, object) facts, normalised and sorted.
     relation_edges
         Phrase pairs linked by facts, weighted by how many passages state them.
     synonym_edges
