@@ -48,19 +48,42 @@ T = TypeVar("T")
 
 
 class Memory:
-    """A HippoRAG 2 memory stored in one directory, or in a PostgreSQL schema shared by several processes
-    (`Memory("postgresql://user:password@host/db?schema=notes")`, the `postgres` extra).
+    """A HippoRAG 2 memory stored in one directory, or in a PostgreSQL schema shared by several processes.
 
     >>> with Memory("notes.engram") as memory:          # doctest: +SKIP
     ...     memory.index(["Alice founded Acme.", "Acme is based in Lyon."])
     ...     memory.retrieve("Where is Alice's company?")
 
-    `embedder` defaults to all-MiniLM-L6-v2 (or $ENGRAM_EMBEDDER). `llm` is a chat model, or None (the
-    default) for the one the environment and config files configure, exactly as the CLI resolves it
-    (`engram.settings.resolve_llm`: ENGRAM_LLM_BASE_URL, ENGRAM_LLM_MODEL, ...; none configured means no LLM),
-    or False for no LLM. Without an LLM passages are indexed as pending (found by dense and BM25 search only)
-    and the recognition filter is skipped. `extractor="spacy"` (or $ENGRAM_EXTRACTOR) builds the graph without
-    an LLM: triples from a dependency parse (`engram.extract.offline`, the `nlp` extra).
+    Parameters
+    ----------
+    path : str or Path
+        A directory (created on first use), or `postgresql://user:password@host/db?schema=notes` (the
+        `postgres` extra).
+    embedder : Embedder or str, optional
+        An embedder or a spec (`minilm`, `st:NAME`, `openai:MODEL`, `hash`). Default: the one the memory was
+        written with, else $ENGRAM_EMBEDDER, else all-MiniLM-L6-v2.
+    llm : ChatModel or False, optional
+        A chat model; None (the default) for the one the environment and config files configure, exactly as
+        the CLI resolves it (none configured means no LLM); False for no LLM. Without an LLM passages are
+        indexed as pending (found by dense and BM25 search) and the recognition filter is skipped.
+    config : MemoryConfig or dict, optional
+        Retrieval, graph and chunking settings; default: the memory's `config.json`, else the defaults.
+    create : bool
+        Create the memory when it does not exist (False: refuse).
+    extractor : str, optional
+        `"llm"` or `"spacy"` (triples from a dependency parse, the `nlp` extra); default: the one the memory
+        was built with, else $ENGRAM_EXTRACTOR, else the LLM.
+
+    Raises
+    ------
+    InputError
+        A bad path, URL or argument (the message names the fix).
+    EmbedderMismatchError
+        The memory was written with another embedder than `embedder`.
+    MemoryFormatError
+        The memory's files are damaged or of an unknown format version.
+    MissingDependencyError
+        An extra that the memory or the arguments need is not installed.
     """
 
     def __init__(
@@ -107,6 +130,9 @@ class Memory:
 
     # lifecycle ----------------------------------------------------------------------------------------
     def close(self) -> None:
+        """Write what is pending (the vector snapshot, the LLM usage ledger) and release the store, the peer tables
+        and an LLM client made here. Using the memory afterwards is an error; `with Memory(...)` closes it.
+        """
         try:
             try:
                 self.flush()
@@ -168,16 +194,41 @@ class Memory:
         max_tokens: int | None = None,
         max_input_tokens: int | None = None,
     ) -> IndexReport:
-        """Add documents (a str or Document, or an iterable of them), and update those stored under the same id
-        with other content (`report.added`, `report.updated`; unchanged ones are counted in `report.unchanged`).
-        Passages get their extraction from `extractions` (engram/shared JSONL or HippoRAG OpenIE JSON, a path or
-        loaded), else from the LLM when one is configured, else stay pending; stored passages still pending take
-        the `extractions` given for them too. Only what is new is extracted, embedded and linked; queries on this
-        Memory see it at once.
+        """Add documents, and update those stored under the same id with other content.
 
-        With an LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are
-        extracted first. `max_tokens` caps the LLM tokens of this call (`report.budget_reached`; a re-run
-        resumes); `max_input_tokens` chunks documents so every extraction prompt fits that many tokens."""
+        Only what is new is extracted, embedded and linked, and queries on this Memory see it at once. With an
+        LLM, stored passages left unfinished (by a crash, a token budget or failed replies) are extracted first.
+
+        Parameters
+        ----------
+        documents : str, Document, or an iterable of them
+            A str gets an id from its content.
+        extractions : path, ExtractionSet or iterable of dict, optional
+            Precomputed extractions (engram JSONL `{"id", "entities", "triples"}` or HippoRAG OpenIE JSON): the
+            passages they cover need no LLM; stored passages still pending take them too.
+        progress : callable, optional
+            Called with each stage's progress.
+        max_tokens : int, optional
+            Start no passage once this call has spent this many LLM tokens (`report.budget_reached`; a re-run
+            resumes).
+        max_input_tokens : int, optional
+            Chunk documents so every extraction prompt fits this many tokens.
+
+        Returns
+        -------
+        IndexReport
+            Ids `added`, `updated`, `unchanged` and `skipped`, passages extracted, failed and pending, LLM usage,
+            timings and the memory's stats after the commit.
+
+        Raises
+        ------
+        InputError
+            A document or extraction file that cannot be read (the message names it).
+        ConflictError
+            Other writers committed first on every attempt.
+        LLMError
+            The LLM is misconfigured (wrong model, key or URL): found on the first passage.
+        """
         found, docs = as_extraction_set(extractions), document_list(documents)
         return self._finish(
             self._retried(lambda: self._writer.index(docs, found, progress, max_tokens, max_input_tokens))
@@ -187,14 +238,48 @@ class Memory:
         self, document: Document, *, extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None
     ) -> IndexReport:
         """Replace a document's content, title and metadata in one atomic commit (an unknown id is added).
-        Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding."""
+
+        Chunks whose text did not change keep their extractions and vectors: no LLM call, no embedding.
+
+        Parameters
+        ----------
+        document : Document
+            The whole new document: a title or metadata left out is cleared.
+        extractions : path, ExtractionSet or iterable of dict, optional
+            As for `index`.
+
+        Returns
+        -------
+        IndexReport
+            With the id in `updated` (or `added`).
+
+        Raises
+        ------
+        InputError, ConflictError, LLMError
+            As for `index`.
+        """
         found = as_extraction_set(extractions)
         return self._finish(self._retried(lambda: self._writer.update(document, found)))
 
     def delete(self, document_ids: Iterable[str] | str) -> IndexReport:
-        """Remove documents (one id, or an iterable of ids): their passages (unless another document shares
-        them), the facts and phrases no remaining passage states, and the edges of those. Unknown ids are
-        reported in `skipped`."""
+        """Remove documents, their passages (unless another document shares them), the facts and phrases no
+        remaining passage states, and their edges. No rebuild: the graph equals a fresh build without them.
+
+        Parameters
+        ----------
+        document_ids : str or iterable of str
+            The ids to remove.
+
+        Returns
+        -------
+        IndexReport
+            Ids `deleted`; unknown ids in `skipped`.
+
+        Raises
+        ------
+        ConflictError
+            Other writers committed first on every attempt.
+        """
         ids = id_list(document_ids)
         return self._finish(self._retried(lambda: self._writer.delete(ids)))
 
@@ -219,11 +304,29 @@ class Memory:
     def extract(
         self, progress: Progress | None = None, max_tokens: int | None = None, redo: str | None = None
     ) -> IndexReport:
-        """Run the LLM on pending and failed passages, then add their triples to the graph. `max_tokens`
-        caps the LLM tokens spent (`report.budget_reached`; run it again to resume). `redo="other"` also
-        re-extracts the passages whose extraction another extractor made (another model or prompt version, the
-        offline extractor, an import); `redo="all"` re-extracts everything, asking the model again rather than
-        replaying cached replies. A passage whose re-extraction fails keeps its earlier triples."""
+        """Run the LLM on pending and failed passages, then add their triples to the graph.
+
+        Parameters
+        ----------
+        progress : callable, optional
+            Called with each stage's progress.
+        max_tokens : int, optional
+            Cap on the LLM tokens spent (`report.budget_reached`; run it again to resume).
+        redo : {"other", "all"}, optional
+            `"other"` also re-extracts the passages another extractor made (another model or prompt version, the
+            offline extractor, an import); `"all"` re-extracts everything, asking the model again rather than
+            replaying cached replies. A passage whose re-extraction fails keeps its earlier triples.
+
+        Returns
+        -------
+        IndexReport
+            Passages extracted and failed, LLM usage, the stats after the commit.
+
+        Raises
+        ------
+        LLMError
+            No LLM is configured, or it is misconfigured.
+        """
         if self.llm is None:
             raise LLMError("no LLM configured: " + LLM_HINT)
         if not self._extractor_chosen:  # extract runs the LLM, whoever built the memory (unless told otherwise)
@@ -260,9 +363,24 @@ class Memory:
         extractions: ExtractionSet | str | Path | Iterable[dict[str, Any]] | None = None,
         max_input_tokens: int | None = None,
     ) -> ExtractionEstimate:
-        """What `index(documents)` (or, without documents, `extract()`) would send to the LLM, without
-        calling it or writing anything: passages to extract, requests, input tokens, and requests the response
-        cache will answer. Token counts use `engram.tokens` (offline estimate unless ENGRAM_TOKENIZER is set)."""
+        """What `index(documents)` (or, without documents, `extract()`) would send to the LLM, without calling it or
+        writing anything.
+
+        Parameters
+        ----------
+        documents : iterable of str or Document
+            Documents that would be indexed (none: the stored passages still to extract).
+        extractions : optional
+            Precomputed extractions, as for `index`: the passages they cover cost nothing.
+        max_input_tokens : int, optional
+            As for `index`.
+
+        Returns
+        -------
+        ExtractionEstimate
+            Passages to extract, requests, input tokens, and requests the response cache will answer. Tokens are
+            counted by `engram.tokens` (an offline estimate unless ENGRAM_TOKENIZER names a tokenizer).
+        """
         index = self._current()
         prepared, _ = self._writer.prepare(documents, max_input_tokens)
         found = as_extraction_set(extractions)
@@ -280,26 +398,67 @@ class Memory:
         return PeerHost(self._current(), embed_fn(self.embedder), self.embedder.dim, chat, tables, progress)
 
     def add_method(self, name: str, progress: Progress | None = None, rebuild: bool = False) -> PeerSync:
-        """Index the passages for the peer method `name` into its own tables, kept in step by every later write;
-        re-running resumes. `rebuild`: start over where the index depends on write order (raptor re-clusters)."""
+        """Index the passages for a peer method into its own tables, kept in step by every later write.
+
+        Parameters
+        ----------
+        name : {"raptor", "graphrag-local", "lightrag"}
+            The peer method; re-running resumes where a previous run stopped.
+        progress : callable, optional
+            Called with each stage's progress.
+        rebuild : bool
+            Start over where the index depends on write order (raptor re-clusters).
+
+        Returns
+        -------
+        PeerSync
+            What was built: passages, LLM calls and tokens, seconds.
+
+        Raises
+        ------
+        InputError
+            An unknown method name, or a PostgreSQL memory (peer methods keep their index in a directory).
+        MissingDependencyError
+            The `peers` extra is not installed.
+        """
         try:
             return self._peers.add(name, progress, rebuild)
         finally:
             self._flush_llm()
 
     def method_costs(self, name: str) -> dict[str, Any]:
-        """What the peer method `name` spent here (LLM calls, tokens, seconds per phase), its disk and size."""
+        """What the peer method `name` spent here: LLM calls, tokens and seconds per phase, its disk and size.
+
+        Raises
+        ------
+        InputError
+            An unknown method name, or a PostgreSQL memory.
+        """
         return self._peers.costs(name)
 
     def estimate_method(self, name: str, documents: Iterable[str | Document] = ()) -> PeerEstimate:
-        """What indexing `documents` (and the stored passages) for the peer method `name` would send to the
-        LLM, without calling it: requests and input tokens (see `engram.retrieve.peers`)."""
+        """What indexing `documents` (and the stored passages) for the peer method `name` would send to the LLM,
+        without calling it.
+
+        Returns
+        -------
+        PeerEstimate
+            Requests and input tokens per phase (see `engram.retrieve.peers`).
+        """
         index, session = self._current(), self._llm_session()
         prepared, _ = self._writer.prepare(documents)
         stored = [p for p, alive in zip(index.passages, index.passage_alive) if alive]
         return estimate_peer(name, [*stored, *prepared.passages], None if session is None else session.chat)
 
     def stats(self) -> dict[str, Any]:
+        """Counts and settings of the memory, as `engram stats` prints them.
+
+        Returns
+        -------
+        dict
+            Passages, phrases, facts, edges by kind, pending and failed passages, documents, the generation,
+            the embedder and extractor, and the LLM usage ledger (calls, tokens, cache hits, retries).
+        """
         self._flush_llm()
         return {
             **self._live.stats(),
@@ -311,8 +470,27 @@ class Memory:
         }
 
     def sync(self, folder: str | Path, progress: Progress | None = None) -> SyncReport:
-        """Make the memory's documents from `folder` equal the folder's text files (see `engram.ingest.sync`).
-        Each step commits on its own, so an interrupted sync leaves a consistent memory and a re-run finishes it."""
+        """Make the memory's documents from `folder` equal the folder's files: add new ones, update changed ones,
+        delete those whose file is gone (see `engram.ingest.sync`). Each step commits on its own, so an
+        interrupted sync leaves a consistent memory and a re-run finishes it.
+
+        Parameters
+        ----------
+        folder : str or Path
+            The folder, read recursively; its files' ids are `FOLDERNAME/PATH`.
+        progress : callable, optional
+            Called with each stage's progress.
+
+        Returns
+        -------
+        SyncReport
+            Ids added, updated, deleted, unchanged and skipped (with the reason), and the extraction counts.
+
+        Raises
+        ------
+        InputError
+            The folder does not exist, or another folder of the same name was indexed.
+        """
         plan = plan_sync(folder, self.documents(), self._store.document_hashes())
         report = SyncReport(deleted=plan.delete, unchanged=plan.unchanged, skipped=plan.skipped)
         if plan.delete:
@@ -385,11 +563,35 @@ class Memory:
         query_entities: Mapping[str, Sequence[str]] | None = None,
         config: RetrieveConfig | None = None,
     ) -> list[Retrieval]:
-        """Ranked passages for each query, as a list of `Retrieval` (one per query, in order; each ranked alone).
+        """Ranked passages for each query, with the why.
 
-        `query_entities` (query text -> named entities) feeds `hipporag1` and `hipporag2-ner-to-node`;
-        queries it lacks get their entities from the LLM when one is configured. `config` overrides the
-        memory's retrieval settings for this call."""
+        Parameters
+        ----------
+        queries : str or sequence of str
+            One query or several; each is ranked alone.
+        top_k : int
+            Passages per query.
+        method : str
+            `hipporag2` (default), `hipporag2-paper`, `dense`, `bm25`, `hybrid`, `hipporag1`, an ablation
+            (`hipporag2-ner-to-node`, `-query-to-node`, `-no-passage-nodes`, `-no-filter`) or an added peer
+            method; docs/choosing.md says which to use when.
+        query_entities : mapping, optional
+            Query text -> named entities, for `hipporag1` and `hipporag2-ner-to-node`; queries it lacks get
+            their entities from the LLM when one is configured.
+        config : RetrieveConfig, optional
+            Overrides the memory's retrieval settings for this call.
+
+        Returns
+        -------
+        list of Retrieval
+            One per query, in order: passages with scores, the candidate and kept facts, the seed phrases,
+            whether the ranking fell back to passage scores alone and why, and `signals`.
+
+        Raises
+        ------
+        InputError
+            An empty or non-text query, or an unknown method.
+        """
         self._llm_session()  # account for the calls below
         try:
             ctx = self.context(config)
@@ -404,8 +606,19 @@ class Memory:
         budget_tokens: int = 6000,
         params: RSEParams | None = None,
     ) -> list[Segments]:
-        """Runs of adjacent passages instead of single passages (relevant segment extraction over the ranking of
-        `base`), at most `budget_tokens` tokens per query; one `Segments` per query (engram.retrieve.segments)."""
+        """Runs of adjacent passages instead of single passages: relevant segment extraction over the ranking of
+        `base`, at most `budget_tokens` tokens per query.
+
+        Returns
+        -------
+        list of Segments
+            One per query (engram.retrieve.segments).
+
+        Raises
+        ------
+        InputError
+            As for `retrieve`.
+        """
         self._llm_session()  # account for the calls below
         try:
             return segments(self.context(), _as_queries(queries), base, budget_tokens, params)
@@ -413,7 +626,20 @@ class Memory:
             self._flush_llm()
 
     def answer(self, queries: str | Sequence[str], top_k: int = 5, method: str = "hipporag2") -> list[Answer]:
-        """Retrieve, then read the top passages with the LLM; a list of `Answer`."""
+        """Retrieve with `method`, then read the top `top_k` passages with the LLM.
+
+        Returns
+        -------
+        list of Answer
+            One per query: the answer, the passages it read and the facts kept.
+
+        Raises
+        ------
+        LLMError
+            No LLM is configured, or it failed.
+        InputError
+            As for `retrieve`.
+        """
         self._llm_session()  # account for the calls below
         try:
             return answer_all(self.context(), _as_queries(queries), top_k, method)
