@@ -28,7 +28,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique-1890
 
 
 def handle(request: dict[str, Any]) -> Any:
-    from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM
+    from engram.retrieve.peers.raptor.prompts import SUMMARY_SYSTEM
     from fake_openai import last_user_text, openie_answer, reply
 
     if request["messages"][0]["content"] != SUMMARY_SYSTEM:
@@ -41,7 +41,7 @@ def handle(request: dict[str, Any]) -> Any:
 
 
 def summaries(fake: Any) -> int:
-    from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM
+    from engram.retrieve.peers.raptor.prompts import SUMMARY_SYSTEM
 
     return sum(1 for r in fake.requests if r["messages"][0]["content"] == SUMMARY_SYSTEM)
 
@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     from engram import Document, Memory
     from engram.embed import make_embedder
-    from engram.retrieve.peers.lightrag_prompts import passage_block
+    from engram.retrieve.peers.lightrag.prompts import passage_block
     from engram.tokens import estimate_tokens
     from fake_openai import FakeOpenAI
 

@@ -1,4 +1,4 @@
-"""RAPTOR's clustering alone (`raptor_cluster.cluster_points`) on the shared MuSiQue passages, timed, beside the
+"""RAPTOR's clustering alone (`raptor.cluster.cluster_points`) on the shared MuSiQue passages, timed, beside the
 same function from an earlier commit: the clusters must be the same (a digest of them is printed) and the time
 says what a change saved. The vectors are the hash embedder's of the passage texts; tokens are estimated. UMAP's
 numba code is compiled before timing; the two versions alternate, `--rounds` times each.
@@ -21,11 +21,11 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "musique-1890" / "corpus.jsonl"
-MODULE = "src/engram/retrieve/peers/raptor_cluster.py"
+MODULE = "src/engram/retrieve/peers/raptor/cluster.py"
 
 
 def module_at(commit: str, folder: Path) -> ModuleType:
-    """`raptor_cluster` as it was at `commit` (git show), imported under another name."""
+    """`raptor.cluster` as it was at `commit` (git show), imported under another name."""
     text = subprocess.run(["git", "show", f"{commit}:{MODULE}"], cwd=ROOT, check=True, capture_output=True).stdout
     path = folder / "raptor_cluster_before.py"
     path.write_bytes(text)
@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     from engram.embed import HashEmbedder
-    from engram.retrieve.peers import raptor_cluster
+    from engram.retrieve.peers.raptor import cluster as raptor_cluster
     from engram.tokens import estimate_tokens
 
     rows = [json.loads(line) for line in CORPUS.open(encoding="utf-8")][: args.passages]

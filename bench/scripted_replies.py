@@ -17,7 +17,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from engram.retrieve.peers import graphrag_prompts, lightrag_prompts, raptor_prompts
+from engram.retrieve.peers.graphrag import prompts as graphrag_prompts
+from engram.retrieve.peers.lightrag import prompts as lightrag_prompts
+from engram.retrieve.peers.raptor import prompts as raptor_prompts
 from fake_openai import last_user_text, openie_answer, task_of  # type: ignore[import-not-found]
 
 NAME = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*")

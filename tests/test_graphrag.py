@@ -16,9 +16,9 @@ import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.retrieve.peers.graphrag_context import Budget, CommunityReport, Picked, Rel, build_context, fit
-from engram.retrieve.peers.graphrag_leiden import Edge, hierarchical_leiden, leaves_by_node
-from engram.retrieve.peers.graphrag_prompts import EXTRACT_SYSTEM, GLEAN_REQUEST, REPORT_SYSTEM, SUMMARY_SYSTEM
+from engram.retrieve.peers.graphrag.context import Budget, CommunityReport, Picked, Rel, build_context, fit
+from engram.retrieve.peers.graphrag.leiden import Edge, hierarchical_leiden, leaves_by_node
+from engram.retrieve.peers.graphrag.prompts import EXTRACT_SYSTEM, GLEAN_REQUEST, REPORT_SYSTEM, SUMMARY_SYSTEM
 from fake_openai import FakeOpenAI, last_user_text, reply
 from helpers import DOCS, EXTRACTIONS
 
@@ -264,7 +264,7 @@ def test_unknown_shape_of_reply_never_crashes(tmp_path: Path, fake_llm: FakeOpen
 
 @pytest.mark.parametrize("entities", [[{"name": "", "type": 1}, {"type": "person"}, "x", {"name": "Ok"}]])
 def test_items_without_a_name_are_dropped(entities: list[Any]) -> None:
-    from engram.retrieve.peers.graphrag_prompts import read_extraction, read_report
+    from engram.retrieve.peers.graphrag.prompts import read_extraction, read_report
 
     graph = read_extraction({"entities": entities, "relationships": [{"source": "Ok"}, {"source": "Ok", "target": "B",
                              "strength": "high"}]})  # fmt: skip
@@ -317,8 +317,8 @@ def test_eval_with_qa_beside_dense(tmp_path: Path, fake_llm: FakeOpenAI, capsys:
 
 
 def test_report_request_ranks_rows_and_keeps_to_its_budget() -> None:
-    from engram.retrieve.peers.graphrag_graph import Graph, Link, Node, community_request, links_by_node
-    from engram.retrieve.peers.graphrag_leiden import Community
+    from engram.retrieve.peers.graphrag.graph import Graph, Link, Node, community_request, links_by_node
+    from engram.retrieve.peers.graphrag.leiden import Community
 
     nodes = [Node("a", "A", "person", "hub", ("u",), 3), Node("b", "B", "geo", "leaf | b", ("u",), 1),
              Node("c", "C", "geo", "leaf c", ("u",), 2), Node("d", "D", "geo", "outside", ("u",), 1)]  # fmt: skip

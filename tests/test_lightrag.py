@@ -15,9 +15,9 @@ import pytest
 from engram import Document, Memory
 from engram.embed import HashEmbedder
 from engram.errors import InputError
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, RawEntity, RawRelation, merge
-from engram.retrieve.peers.lightrag_prompts import EXTRACT_SYSTEM, GLEAN_REQUEST, KEYWORDS_SYSTEM
-from engram.retrieve.peers.lightrag_query import rank_chunks, round_robin
+from engram.retrieve.peers.chunk_merge import ChunkGraph, RawEntity, RawRelation, merge
+from engram.retrieve.peers.lightrag.prompts import EXTRACT_SYSTEM, GLEAN_REQUEST, KEYWORDS_SYSTEM
+from engram.retrieve.peers.lightrag.query import rank_chunks, round_robin
 from fake_openai import FakeOpenAI, last_user_text, reply
 from helpers import DOCS, EXTRACTIONS
 
@@ -218,7 +218,7 @@ def test_incremental_updates_equal_a_full_merge(
     tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from engram.ingest.prepare import passage_hash
-    from engram.retrieve.peers import lightrag_index
+    from engram.retrieve.peers.lightrag import index as lightrag_index
 
     full: list[int] = []
     merge_all = lightrag_index.remerge

@@ -15,9 +15,9 @@ import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points, memberships, reduce, split_by_budget
-from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM
-from engram.retrieve.peers.raptor_query import expand, fill_budget
+from engram.retrieve.peers.raptor.cluster import Clustering, cluster_points, memberships, reduce, split_by_budget
+from engram.retrieve.peers.raptor.prompts import SUMMARY_SYSTEM
+from engram.retrieve.peers.raptor.query import expand, fill_budget
 from fake_openai import FakeOpenAI, last_user_text, openie_answer, reply
 
 TOPICS = {
@@ -96,7 +96,7 @@ def test_tiny_inputs_are_one_cluster() -> None:
 
 
 def test_groups_below_twice_dim_plus_one_are_one_cluster_without_fitting() -> None:
-    from engram.retrieve.peers.raptor_cluster import one_component
+    from engram.retrieve.peers.raptor.cluster import one_component
 
     c = Clustering()
     rng = np.random.default_rng(5)
@@ -232,7 +232,7 @@ def test_writes_without_an_llm_drop_stale_summaries(tmp_path: Path, fake_llm: Fa
 
 
 def test_the_estimate_follows_its_stated_assumption() -> None:
-    from engram.retrieve.peers.raptor import METHOD
+    from engram.retrieve.peers.raptor.method import METHOD
     from engram.store.rows import PassageRow
 
     rows = [PassageRow(f"p{i}", f"d{i}", None, "word " * 400, f"h{i}", {}) for i in range(40)]
@@ -250,7 +250,7 @@ def test_a_missing_extra_names_the_install(names: tuple[str, ...], monkeypatch: 
     import sys
 
     from engram.errors import MissingDependencyError
-    from engram.retrieve.peers.raptor import METHOD
+    from engram.retrieve.peers.raptor.method import METHOD
 
     for name in names:
         monkeypatch.setitem(sys.modules, name, None)  # an import of it fails, as when it is not installed
@@ -289,7 +289,7 @@ def test_add_method_and_retrieve_on_the_command_line(
 
 # additions placed into the stored tree ---------------------------------------------------------------------
 def test_new_nodes_join_the_nearest_centroid_whatever_their_order() -> None:
-    from engram.retrieve.peers.raptor_place import place
+    from engram.retrieve.peers.raptor.place import place
 
     groups = [np.array([[1.0, 0.0], [0.9, 0.1]]), np.array([[0.0, 1.0], [0.1, 0.9]]), np.array([[-1.0, 0.0]])]
     fresh = np.array([[0.2, 1.0], [1.0, 0.3], [-1.0, -0.1], [0.0, 0.0]])
@@ -299,7 +299,7 @@ def test_new_nodes_join_the_nearest_centroid_whatever_their_order() -> None:
 
 
 def test_a_cluster_past_the_budget_is_split_alone() -> None:
-    from engram.retrieve.peers.raptor_cluster import split_cluster
+    from engram.retrieve.peers.raptor.cluster import split_cluster
 
     points = blobs(np.random.default_rng(0), [15, 15])
     assert split_cluster(points, [100] * 30, Clustering()) == [tuple(range(30))]  # 3,000 tokens: fits, kept
@@ -331,8 +331,8 @@ def assert_valid_tree(memory: Memory) -> None:
 
 def small_raptor(monkeypatch: pytest.MonkeyPatch) -> None:
     """raptor with `dim` 2, so that the 36 topic passages make a tree of two summary layers."""
-    from engram.retrieve.peers import raptor
-    from engram.retrieve.peers.raptor_tree import Settings
+    from engram.retrieve.peers.raptor import method as raptor
+    from engram.retrieve.peers.raptor.tree import Settings
 
     monkeypatch.setattr(raptor, "METHOD", raptor.Raptor(settings=Settings(clustering=Clustering(dim=2))))
 

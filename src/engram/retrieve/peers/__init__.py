@@ -23,11 +23,11 @@ __all__ = ["PEERS", "PeerEstimate", "PeerHost", "PeerMethod", "PeerSync", "add",
 # method name -> module whose `METHOD` implements it ("module:NAME": the module's NAME instead; names sharing
 # one index, such as LightRAG's query modes, share an owner)
 PEERS = {
-    "lightrag": "engram.retrieve.peers.lightrag",
-    "lightrag-local": "engram.retrieve.peers.lightrag:LOCAL",
-    "lightrag-global": "engram.retrieve.peers.lightrag:GLOBAL",
-    "graphrag-local": "engram.retrieve.peers.graphrag",
-    "raptor": "engram.retrieve.peers.raptor",
+    "lightrag": "engram.retrieve.peers.lightrag.method",
+    "lightrag-local": "engram.retrieve.peers.lightrag.method:LOCAL",
+    "lightrag-global": "engram.retrieve.peers.lightrag.method:GLOBAL",
+    "graphrag-local": "engram.retrieve.peers.graphrag.method",
+    "raptor": "engram.retrieve.peers.raptor.method",
 }
 
 

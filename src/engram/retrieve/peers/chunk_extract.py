@@ -20,7 +20,7 @@ from engram.llm.cache import CachedChat
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.llm.jsonparse import parse_json_object
 from engram.retrieve.peers.base import PeerHost, PeerSync, alive_passages
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, RawEntity, RawRelation
+from engram.retrieve.peers.chunk_merge import ChunkGraph, RawEntity, RawRelation
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, message_tokens

@@ -10,10 +10,10 @@ from __future__ import annotations
 from engram.llm.json_reply import JsonRequest
 from engram.retrieve.peers.base import PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import Extraction, chunk_graphs, chunks_schema, step_chunks
-from engram.retrieve.peers.lightrag_merge import merge
-from engram.retrieve.peers.lightrag_prompts import extract_messages, glean_messages, read_graph
-from engram.retrieve.peers.lightrag_rows import digest_of, insert_merged, text_hash, vectors_for
-from engram.retrieve.peers.lightrag_update import update_merged
+from engram.retrieve.peers.chunk_merge import merge
+from engram.retrieve.peers.lightrag.prompts import extract_messages, glean_messages, read_graph
+from engram.retrieve.peers.lightrag.rows import digest_of, insert_merged, text_hash, vectors_for
+from engram.retrieve.peers.lightrag.update import update_merged
 from engram.store.peer_tables import PeerTables
 
 SCHEMA = (
@@ -36,7 +36,7 @@ EXTRACTION = Extraction(
 
 def sync(host: PeerHost, gleanings: int) -> PeerSync:
     """Extract the alive chunks not done yet, drop the chunks no alive passage holds (`chunk_extract`), then
-    update the merged tables for what changed (`lightrag_update`), or merge everything again when the tables
+    update the merged tables for what changed (`lightrag.update`), or merge everything again when the tables
     were not merged from the chunks held before this call (first use, a new version, an interrupted sync)."""
     report = PeerSync("lightrag")
     tables = host.tables

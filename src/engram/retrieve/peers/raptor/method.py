@@ -2,8 +2,8 @@
 Retrieval") as a peer method over an engram memory, written from the paper with engram's own prompt. Index: the
 memory's passages are the leaves; UMAP + Gaussian-mixture soft clustering (global, then local; oversized
 clusters again), one LLM summary per cluster, the summaries embedded and clustered again, up to a few layers
-(`raptor_cluster`, `raptor_tree`). Query: the collapsed tree, every node ranked by cosine and taken up to a token
-budget, mapped to passages (`raptor_query`). Parameters and where their defaults come from: docs/method.md."""
+(`raptor.cluster`, `raptor.tree`). Query: the collapsed tree, every node ranked by cosine and taken up to a token
+budget, mapped to passages (`raptor.query`). Parameters and where their defaults come from: docs/method.md."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 
 from engram.llm.cache import CachedChat
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.peers import raptor_query, raptor_tree
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
-from engram.retrieve.peers.lightrag_prompts import passage_block
-from engram.retrieve.peers.raptor_cluster import check_installed
-from engram.retrieve.peers.raptor_prompts import summary_messages
-from engram.retrieve.peers.raptor_tree import Settings
+from engram.retrieve.peers.lightrag.prompts import passage_block
+from engram.retrieve.peers.raptor import query as raptor_query
+from engram.retrieve.peers.raptor import tree as raptor_tree
+from engram.retrieve.peers.raptor.cluster import check_installed
+from engram.retrieve.peers.raptor.prompts import summary_messages
+from engram.retrieve.peers.raptor.tree import Settings
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, default_counter, message_tokens
@@ -29,7 +30,7 @@ SUMMARY_TOKENS = 100
 
 @dataclass(frozen=True)
 class Raptor:
-    """`settings`: clustering and depth (`raptor_tree.Settings`); `budget`: the collapsed tree's context in
+    """`settings`: clustering and depth (`raptor.tree.Settings`); `budget`: the collapsed tree's context in
     tokens (2,000, RAPTOR's best collapsed-tree setting)."""
 
     settings: Settings = field(default_factory=Settings)

@@ -19,7 +19,7 @@ from engram.llm.base import ChatModel
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers.base import passages_of
-from engram.retrieve.peers.lightrag_prompts import keyword_messages, read_keywords
+from engram.retrieve.peers.lightrag.prompts import keyword_messages, read_keywords
 from engram.store.peer_tables import PeerTables
 from engram.types import Fact, Retrieval, RetrievedPassage
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from engram.llm.cache import CachedChat
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.peers import lightrag_index, lightrag_query
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import extraction_cost
+from engram.retrieve.peers.lightrag import index as lightrag_index
+from engram.retrieve.peers.lightrag import query as lightrag_query
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, default_counter

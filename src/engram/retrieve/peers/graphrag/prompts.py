@@ -12,8 +12,8 @@ from typing import Any
 
 from engram.errors import ExtractionError
 from engram.llm.base import Message
-from engram.retrieve.peers.lightrag_merge import ChunkGraph
-from engram.retrieve.peers.lightrag_prompts import passage_block, read_graph
+from engram.retrieve.peers.chunk_merge import ChunkGraph
+from engram.retrieve.peers.lightrag.prompts import passage_block, read_graph
 
 PROMPT_VERSION = "graphrag/1"
 TYPES = ("organization", "person", "geo", "event")  # GraphRAG's default entity_types

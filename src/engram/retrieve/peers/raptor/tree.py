@@ -4,10 +4,10 @@ nodes live in `raptor_nodes`: layer, text, vector, children and the leaf passage
 
 `sync` brings the tree in step whenever the alive leaves changed (or when the last build missed a summary and
 an LLM is here to retry it), keeping the stored clusters (`update`): a deleted leaf leaves its clusters, a new
-leaf joins the first-layer cluster whose centroid is nearest (`raptor_place`), a cluster that grew past the
+leaf joins the first-layer cluster whose centroid is nearest (`raptor.place`), a cluster that grew past the
 token budget is clustered again on its own, and only the clusters that changed and those above them are
 summarised again. A first build, new settings or an explicit rebuild cluster every leaf (`grow`): cluster the
-layer's nodes (`raptor_cluster`), summarise each cluster, embed the summaries, and repeat on the summaries. A
+layer's nodes (`raptor.cluster`), summarise each cluster, embed the summaries, and repeat on the summaries. A
 node's id is the hash of its summary request (the texts of its children in id order), and a stored node with
 that id is reused without asking. A summary request that fails is recorded in `raptor_failed` and asked again
 by the next sync (its node then joins the layer above like a new leaf); the tree is built from the summaries
@@ -26,12 +26,12 @@ import numpy.typing as npt
 
 from engram.llm.json_reply import JsonRequest
 from engram.retrieve.peers.base import PeerHost, PeerSync, passages_of
-from engram.retrieve.peers.graphrag_index import ask_all
-from engram.retrieve.peers.lightrag_prompts import passage_block
-from engram.retrieve.peers.lightrag_rows import digest_of, text_hash, vectors_for
-from engram.retrieve.peers.raptor_cluster import Clustering, cluster_points, split_cluster
-from engram.retrieve.peers.raptor_place import place
-from engram.retrieve.peers.raptor_prompts import SUMMARY_SYSTEM, read_summary, summary_messages
+from engram.retrieve.peers.graphrag.index import ask_all
+from engram.retrieve.peers.lightrag.prompts import passage_block
+from engram.retrieve.peers.lightrag.rows import digest_of, text_hash, vectors_for
+from engram.retrieve.peers.raptor.cluster import Clustering, cluster_points, split_cluster
+from engram.retrieve.peers.raptor.place import place
+from engram.retrieve.peers.raptor.prompts import SUMMARY_SYSTEM, read_summary, summary_messages
 from engram.store.peer_tables import PeerTables
 from engram.tokens import default_counter
 
@@ -49,7 +49,7 @@ SUMMARY = JsonRequest(what="RAPTOR cluster summary")
 
 @dataclass(frozen=True)
 class Settings:
-    """`clustering`: UMAP and mixture parameters (`raptor_cluster.Clustering`); `max_layers`: summary layers
+    """`clustering`: UMAP and mixture parameters (`raptor.cluster.Clustering`); `max_layers`: summary layers
     at most (RAPTOR's num_layers, 5). A layer of at most `clustering.dim` + 1 nodes is not clustered (the
     tree ends there), nor one whose clustering would not make fewer nodes."""
 
@@ -190,7 +190,7 @@ def update(
 ) -> tuple[list[Node], Failed]:  # fmt: skip
     """The tree from `clusters` (the stored ones, or none), layer by layer: each cluster keeps its members that
     are still there (one left empty goes); the nodes below that no cluster holds (new leaves, summaries asked
-    again) join the cluster whose centroid is nearest (`raptor_place`); a cluster that gained members and passes
+    again) join the cluster whose centroid is nearest (`raptor.place`); a cluster that gained members and passes
     `max_tokens` is clustered again on its own. A cluster whose members did not change sends the same request,
     answered by its stored node, so only clusters that lost or gained members and those above them are asked.
     A layer without clusters (no tree yet, or above the stored tree's top) is clustered from scratch (`grow`)."""
@@ -240,7 +240,7 @@ def _place_into(groups: dict[str, list[Node]], fresh: list[Node]) -> set[str]:
 
 def _split(groups: dict[str, list[Node]], gained: set[str], settings: Settings) -> list[tuple[str, list[Node]]]:
     """(cluster id, members) for every group; a group that gained members and passes `max_tokens` is split by
-    clustering it alone (`raptor_cluster.split_cluster`), each part keeping the cluster's id (so its parents
+    clustering it alone (`raptor.cluster.split_cluster`), each part keeping the cluster's id (so its parents
     hold every part)."""
     counter = default_counter()
     out: list[tuple[str, list[Node]]] = []

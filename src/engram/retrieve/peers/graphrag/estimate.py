@@ -22,11 +22,11 @@ from engram.llm.base import Message
 from engram.llm.cache import CachedChat
 from engram.llm.jsonparse import parse_json_object
 from engram.retrieve.peers.chunk_extract import ExtractionCost
-from engram.retrieve.peers.graphrag_graph import community_request, graph_of, links_by_node, summary_requests
-from engram.retrieve.peers.graphrag_index import EXTRACTION, Settings
-from engram.retrieve.peers.graphrag_leiden import hierarchical_leiden
-from engram.retrieve.peers.graphrag_prompts import SUMMARY_SYSTEM, read_summary, report_messages
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, merge
+from engram.retrieve.peers.chunk_merge import ChunkGraph, merge
+from engram.retrieve.peers.graphrag.graph import community_request, graph_of, links_by_node, summary_requests
+from engram.retrieve.peers.graphrag.index import EXTRACTION, Settings
+from engram.retrieve.peers.graphrag.leiden import hierarchical_leiden
+from engram.retrieve.peers.graphrag.prompts import SUMMARY_SYSTEM, read_summary, report_messages
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, message_tokens
 

@@ -20,7 +20,8 @@ from engram.llm.base import ChatModel, Message, concurrency_of
 from engram.llm.json_reply import JsonRequest, aask_json
 from engram.retrieve.peers.base import PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import Extraction, chunk_graphs, chunks_schema, step_chunks
-from engram.retrieve.peers.graphrag_graph import (
+from engram.retrieve.peers.chunk_merge import merge
+from engram.retrieve.peers.graphrag.graph import (
     Graph,
     community_request,
     graph_of,
@@ -28,8 +29,8 @@ from engram.retrieve.peers.graphrag_graph import (
     request_hash,
     summary_requests,
 )
-from engram.retrieve.peers.graphrag_leiden import SEED, Community, hierarchical_leiden, libraries
-from engram.retrieve.peers.graphrag_prompts import (
+from engram.retrieve.peers.graphrag.leiden import SEED, Community, hierarchical_leiden, libraries
+from engram.retrieve.peers.graphrag.prompts import (
     Report,
     extract_messages,
     glean_messages,
@@ -37,8 +38,7 @@ from engram.retrieve.peers.graphrag_prompts import (
     read_report,
     read_summary,
 )
-from engram.retrieve.peers.lightrag_merge import merge
-from engram.retrieve.peers.lightrag_rows import digest_of, text_hash, vectors_for
+from engram.retrieve.peers.lightrag.rows import digest_of, text_hash, vectors_for
 from engram.store.peer_tables import PeerTables
 from engram.tokens import default_counter
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from engram.retrieve.peers.base import PeerHost
-from engram.retrieve.peers.lightrag_merge import Entity, Relation
+from engram.retrieve.peers.chunk_merge import Entity, Relation
 
 
 def text_hash(text: str) -> str:

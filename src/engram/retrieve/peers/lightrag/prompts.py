@@ -8,7 +8,7 @@ from typing import Any
 
 from engram.errors import ExtractionError
 from engram.llm.base import Message
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, RawEntity, RawRelation
+from engram.retrieve.peers.chunk_merge import ChunkGraph, RawEntity, RawRelation
 
 PROMPT_VERSION = "lightrag/1"
 

@@ -3,7 +3,7 @@ relationships need an LLM summary of their several descriptions (and the request
 summaries applied (an item without its summary keeps its descriptions joined), entity degrees, and the report
 request of a community cut to a token budget.
 
-The merge itself is LightRAG's (`lightrag_merge.merge`: one entity per normalised name, one undirected
+The merge itself is LightRAG's (`chunk_merge.merge`: one entity per normalised name, one undirected
 relationship per pair, strengths summed, distinct descriptions kept in the order met)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engram.llm.base import Message
-from engram.retrieve.peers.graphrag_leiden import Community
-from engram.retrieve.peers.graphrag_prompts import report_messages, summary_messages
-from engram.retrieve.peers.lightrag_merge import Entity, Relation
+from engram.retrieve.peers.chunk_merge import Entity, Relation
+from engram.retrieve.peers.graphrag.leiden import Community
+from engram.retrieve.peers.graphrag.prompts import report_messages, summary_messages
 from engram.tokens import TokenCount
 
 

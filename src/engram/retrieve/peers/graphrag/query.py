@@ -1,6 +1,6 @@
 """GraphRAG local search over the stored index, without an LLM call: the query is embedded, the entities whose
 `name: description` embeddings are closest (cosine) are selected, and the context is built from them
-(`graphrag_context`). The result's passages are the context's text units in context order; its `facts` are the
+(`graphrag.context`). The result's passages are the context's text units in context order; its `facts` are the
 context's relationships, its `seeds` the selected entities that made it into the context."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy.typing as npt
 
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers.base import alive_passages
-from engram.retrieve.peers.graphrag_context import Budget, CommunityReport, Context, Picked, Rel, build_context
-from engram.retrieve.peers.graphrag_leiden import Community, leaves_by_node
-from engram.retrieve.peers.graphrag_prompts import Report
-from engram.retrieve.peers.lightrag_query import as_passages
+from engram.retrieve.peers.graphrag.context import Budget, CommunityReport, Context, Picked, Rel, build_context
+from engram.retrieve.peers.graphrag.leiden import Community, leaves_by_node
+from engram.retrieve.peers.graphrag.prompts import Report
+from engram.retrieve.peers.lightrag.query import as_passages
 from engram.store.peer_tables import PeerTables
 from engram.tokens import default_counter
 from engram.types import Fact, Retrieval, Seed

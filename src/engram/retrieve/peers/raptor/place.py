@@ -1,5 +1,5 @@
 """Placing new nodes into the clusters of an existing RAPTOR layer, so that an addition does not cluster the
-whole layer again (`raptor_tree.update`). Pure functions over numpy arrays.
+whole layer again (`raptor.tree.update`). Pure functions over numpy arrays.
 
 A new node joins the one cluster whose centroid, the mean of its members' unit vectors, has the highest cosine
 with the node's vector. The space is the embedding space (the memory's passage vectors at the first layer, the

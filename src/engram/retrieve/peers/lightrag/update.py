@@ -2,7 +2,7 @@
 every chunk. An entity or relation depends only on the chunks that mention it, so re-merging the chunks that
 mention a touched name or pair (found through the stored `sources`) gives exactly what a full merge would give
 for those rows; relations whose end changed its shown name get their text (and vector) renewed. Everything else
-keeps its row. Tested against the full merge (`lightrag_index.remerge`)."""
+keeps its row. Tested against the full merge (`lightrag.index.remerge`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from engram.retrieve.peers.base import PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import chunk_graphs
-from engram.retrieve.peers.lightrag_merge import ChunkGraph, Entity, Relation, merge
-from engram.retrieve.peers.lightrag_rows import insert_merged, text_hash, vectors_for
+from engram.retrieve.peers.chunk_merge import ChunkGraph, Entity, Relation, merge
+from engram.retrieve.peers.lightrag.rows import insert_merged, text_hash, vectors_for
 from engram.store.peer_tables import PeerTables
 from engram.text import normalize_phrase
 

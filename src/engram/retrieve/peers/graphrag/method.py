@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 
 from engram.llm.cache import CachedChat
 from engram.retrieve.context import RetrievalContext
-from engram.retrieve.peers import graphrag_index, graphrag_query
 from engram.retrieve.peers.base import PeerEstimate, PeerHost, PeerSync
 from engram.retrieve.peers.chunk_extract import extraction_cost
-from engram.retrieve.peers.graphrag_context import Budget
-from engram.retrieve.peers.graphrag_estimate import estimate
-from engram.retrieve.peers.graphrag_index import Settings
-from engram.retrieve.peers.graphrag_leiden import libraries
+from engram.retrieve.peers.graphrag import index as graphrag_index
+from engram.retrieve.peers.graphrag import query as graphrag_query
+from engram.retrieve.peers.graphrag.context import Budget
+from engram.retrieve.peers.graphrag.estimate import estimate
+from engram.retrieve.peers.graphrag.index import Settings
+from engram.retrieve.peers.graphrag.leiden import libraries
 from engram.store.peer_tables import PeerTables
 from engram.store.rows import PassageRow
 from engram.tokens import TokenCount, default_counter
@@ -63,7 +64,7 @@ class GraphRAGLocal:
         self, passages: Sequence[PassageRow], chat: CachedChat | None, count: TokenCount | None = None
     ) -> PeerEstimate:
         """Requests and input tokens of indexing `passages` (each content once): extraction and gleaning per
-        unit, then summaries and community reports (`graphrag_estimate`: replayed from the cache when every
+        unit, then summaries and community reports (`graphrag.estimate`: replayed from the cache when every
         extraction is cached, else by stated assumptions). Cached requests count in `cached_calls`."""
         counter = count or default_counter()
         cost = extraction_cost(graphrag_index.EXTRACTION, passages, chat, counter, self.settings.gleanings, REPLY_SHARE)

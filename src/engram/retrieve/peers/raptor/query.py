@@ -19,8 +19,8 @@ import numpy.typing as npt
 from engram.index.view import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers.base import passages_of
-from engram.retrieve.peers.lightrag_prompts import passage_block
-from engram.retrieve.peers.raptor_tree import state
+from engram.retrieve.peers.lightrag.prompts import passage_block
+from engram.retrieve.peers.raptor.tree import state
 from engram.store.peer_tables import PeerTables
 from engram.tokens import default_counter
 from engram.types import Retrieval, RetrievedPassage
