@@ -22,11 +22,15 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "musique-1890" / "corpus.jsonl"
 MODULE = "src/engram/retrieve/peers/raptor/cluster.py"
+MODULE_BEFORE = "src/engram/retrieve/peers/raptor_cluster.py"  # its path in commits before peers had packages
 
 
 def module_at(commit: str, folder: Path) -> ModuleType:
     """`raptor.cluster` as it was at `commit` (git show), imported under another name."""
-    text = subprocess.run(["git", "show", f"{commit}:{MODULE}"], cwd=ROOT, check=True, capture_output=True).stdout
+    shown = subprocess.run(["git", "show", f"{commit}:{MODULE}"], cwd=ROOT, capture_output=True)
+    if shown.returncode != 0:
+        shown = subprocess.run(["git", "show", f"{commit}:{MODULE_BEFORE}"], cwd=ROOT, check=True, capture_output=True)
+    text = shown.stdout
     path = folder / "raptor_cluster_before.py"
     path.write_bytes(text)
     spec = importlib.util.spec_from_file_location("raptor_cluster_before", path)
