@@ -41,7 +41,7 @@ import numpy.typing as npt
 from engram import Memory
 from engram.graph import ppr, push
 from engram.graph.certify import TopK
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.default import default_seeds, hipporag2_default
 from engram.retrieve.ranking import rank_full_graph
 from engram.retrieve.scoring import top_k

@@ -38,7 +38,7 @@ from engram.eval.data import load_corpus, load_questions
 from engram.graph.certify import TopK
 from engram.graph.ppr import solve_pagerank
 from engram.graph.push import MIN_NONZEROS, PUSH_BUDGET, push_top
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.default import default_seeds
 from engram.retrieve.scoring import top_k
 

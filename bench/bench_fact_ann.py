@@ -1,8 +1,8 @@
 """Could a large memory's top facts come from an approximate index instead of the exact scan (issue 11)?
 
 The default method reads only a query's best facts, yet finding them exactly scans every fact's 8-bit code
-(engram.index.coded): 345 MB per query at 0.9M facts, the largest share of a 100k-passage query. An approximate
-index would read far less. This measures, on a memory's own fact vectors and queries, what two would keep:
+(engram.index.state.coded_rows): 345 MB per query at 0.9M facts, the largest share of a 100k-passage query. An
+approximate index would read far less. This measures, on a memory's own fact vectors and queries, what two would keep:
 
 * an IVF partition: faiss k-means (spherical, `--nlist` cells trained on up to 64 sampled facts per cell), every
   fact in the cell of its nearest centre; a query scans the facts of its `--nprobe` nearest cells. Printed: the

@@ -8,7 +8,7 @@ followed it by a core):
 * fact scores: BLAS over a canonical-order copy of the alive fact vectors (the code before 891719e) against
   `GraphIndex.fact_scores` (einsum over the shared vectors, in row blocks on a thread pool), and, when the
   view scores facts through 8-bit codes (`graph.fact_codes`), the top 3 facts and the lowest score that way
-  (engram.index.coded: the same rows and scores), after the first query has encoded them, and the top 3
+  (engram.index.state.coded_rows: the same rows and scores), after the first query has encoded them, and the top 3
   alone (`lowest=False`, what the default method asks for: one query's codes scanned in row ranges, one per
   thread);
 * PPR: power iteration (`personalized_pagerank` on the walk operator, tolerance 1e-12, the code before
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-import engram.index.view as view_module
+import engram.index.view.graph_index as view_module
 from engram import Memory
 from engram.graph.certify import TopK
 from engram.graph.parallel import THREADS, RowChunks, in_parallel, row_blocks

@@ -21,7 +21,7 @@ import numpy as np
 
 from engram import Memory
 from engram.eval.data import Question, load_corpus, load_questions
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.default import passage_prior
 from engram.retrieve.run import retrieve
 from engram.retrieve.scoring import min_max, top_k

@@ -60,8 +60,8 @@ def wait_for(gate: Path, timeout: float = 240.0) -> None:
 def write(url: str, first: int, count: int, gate: Path) -> dict[str, Any]:
     """Index `count` documents one commit each; reports how often a commit lost the race and was retried."""
     retries = _Count()
-    logging.getLogger("engram.index.retry").addHandler(retries)
-    logging.getLogger("engram.index.retry").setLevel(logging.INFO)
+    logging.getLogger("engram.index.live.retry").addHandler(retries)
+    logging.getLogger("engram.index.live.retry").setLevel(logging.INFO)
     with open_memory(url) as memory:
         wait_for(gate)
         for i in range(first, first + count):

@@ -144,7 +144,7 @@ def test_memory_keeps_its_ann_index_across_reopen(
         for saved in (tmp_path / "m" / "index").glob("g*/state.json"):
             saved.unlink()
     else:  # the labels are taken as they are: no phrase is hashed to match them
-        import engram.index.ann_cache as ann_cache
+        import engram.index.saved.ann_cache as ann_cache
 
         def no_hashing(key: str) -> bytes:
             raise AssertionError("relabelled by hash")
@@ -169,7 +169,7 @@ def test_memory_keeps_its_ann_index_across_reopen(
 
 def test_ann_on_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from engram.graph import ann
-    from engram.index.state import ann_rows
+    from engram.index.state.index_state import ann_rows
 
     monkeypatch.setattr(ann, "available", lambda: False)
     with pytest.raises(InputError, match=r"engram\[ann\]"):
@@ -211,7 +211,7 @@ def test_a_session_that_never_loads_the_index_keeps_its_labels_usable(
     """A session that only deletes (no synonym search, so the index is never loaded) writes a new saved state
     on close; the index's manifest then names that state, so the next session takes its labels as they are.
     Oracle: the lists of a memory built from scratch with the same documents."""
-    import engram.index.ann_cache as ann_cache
+    import engram.index.saved.ann_cache as ann_cache
     from engram import Memory
 
     docs, extractions, config = ann_memory(tmp_path / "m", seed=4)

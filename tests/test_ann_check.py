@@ -1,5 +1,5 @@
 """The saved phrase ANN index is checked against its checksums on a thread while a change builds its tables
-(engram.index.ann_cache.start_check), and what that check found is what loading it believes: damage still keeps
+(engram.index.saved.ann_cache.start_check), and what that check found is what loading it believes: damage still keeps
 the index out, a file replaced after the check began is checked again, and a change that does not search leaves
 the loader as it was."""
 
@@ -21,7 +21,7 @@ from engram.graph import ann
 if not ann.available():
     pytest.skip("the ann extra (faiss-cpu) is not installed", allow_module_level=True)
 
-import engram.index.ann_cache as ann_cache
+import engram.index.saved.ann_cache as ann_cache
 from engram.store.snapshot import verify_files
 from rooms import Rooms
 from test_ann import ann_memory
@@ -72,7 +72,7 @@ def test_damage_found_by_the_check_keeps_the_index_out(
             handle.write(bytes([byte[0] ^ 0xFF]))
 
     calls = counting(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="engram.index.ann_cache"):
+    with caplog.at_level(logging.WARNING, logger="engram.index.saved.ann_cache"):
         loaded, grown, fresh = grown_and_fresh(tmp_path, 12, damage)
     assert any("phrase.faiss does not match its checksum" in r.getMessage() for r in caplog.records)
     assert calls == []  # the thread's finding was used

@@ -108,7 +108,7 @@ def test_missing_memory_and_other_embedder_are_refused(target: Target) -> None:
 def test_a_load_reads_cached_vectors_a_chunk_at_a_time(pg_server: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A PostgreSQL open asks for cached vectors `LOOKUP_CHUNK` texts at a time and writes them in place: the
     same state to the bit, also for a text two passages share and a key that is no hash (bound as an array)."""
-    import engram.index.commit as commit
+    import engram.index.live.load as commit
     from engram.store.postgres import PostgresStore
 
     where = with_schema(pg_server, f"chunks_{uuid.uuid4().hex[:8]}")

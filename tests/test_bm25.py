@@ -9,7 +9,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from engram.index.bm25 import BM25Index
+from engram.index.view.bm25 import BM25Index
 
 WORDS = ["alpha", "beta", "gamma", "delta", "the", "of", "range-diff", "git", "2.19", "maintenance", "x", "Ünïcode"]
 

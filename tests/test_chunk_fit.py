@@ -104,7 +104,7 @@ def _long_document(words: int) -> str:
 @pytest.mark.skipif(not _minilm_available(), reason="the local extra (MiniLM, onnxruntime) is not installed")
 def test_minilm_every_chunk_fits_and_a_fact_at_the_end_is_found(tmp_path: Path) -> None:
     from engram.embed.local import MiniLMEmbedder
-    from engram.index.view import passage_text
+    from engram.index.view.graph_index import passage_text
 
     embedder = MiniLMEmbedder()
     title = "Parish records"

@@ -1,4 +1,4 @@
-"""Fact scores through 8-bit codes (engram.index.coded, issue 11): the best rows, their scores and the lowest
+"""Fact scores through 8-bit codes (engram.index.state.coded_rows, issue 11): the best rows, their scores and the lowest
 score are exactly those of a full float32 scan, and retrieval gives the same results with and without codes."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from engram import Document, GraphConfig, InputError, Memory, MemoryConfig
 from engram.embed import HashEmbedder
 from engram.graph.parallel import row_dots
-from engram.index import coded
-from engram.index.coded import CodedRows, use_codes
-from engram.index.rows import Rows
+from engram.index.state import coded_rows as coded
+from engram.index.state.coded_rows import CodedRows, use_codes
+from engram.index.state.rows import Rows
 from engram.retrieve.scoring import min_max, top_k
 
 if not coded.available():

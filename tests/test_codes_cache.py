@@ -1,5 +1,5 @@
-"""Fact codes saved beside the snapshot (engram.index.codes_cache): a reopened memory maps them instead of encoding
-every fact again, rows added after them are scored exactly, damaged or foreign codes are never used, and
+"""Fact codes saved beside the snapshot (engram.index.saved.codes_cache): a reopened memory maps them instead of
+encoding every fact again, rows added after them are scored exactly, damaged or foreign codes are never used, and
 retrieval gives what a full scan of the float32 facts gives (a memory with `fact_codes="off"`) throughout."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from engram import Document, GraphConfig, MemoryConfig
 from engram.embed import HashEmbedder
-from engram.index import coded
-from engram.index.coded import CodedRows
+from engram.index.state import coded_rows as coded
+from engram.index.state.coded_rows import CodedRows
 from rooms import Rooms
 
 if not coded.available():
@@ -174,7 +174,7 @@ def test_the_checksum_begun_at_open_is_used_unless_the_file_changed(
 ) -> None:
     """Opening starts the codes file's checksum on a thread; the first query takes its result (the file is not
     hashed again), but not when the file was replaced after the check began: then the new file is checked."""
-    from engram.index import codes_cache
+    from engram.index.saved import codes_cache
 
     on, off = pair
     folder = on / "index" / "codes"

@@ -145,7 +145,7 @@ def test_one_query_is_solved_from_its_reset_support_as_a_batch_solves_it(
 ) -> None:
     """A lone query's reset (one column) reaches PageRank as a vector with the nodes where it is not zero, so
     the solve reads those alone; its ranking and scores are a batch's (the same column among others)."""
-    import engram.index.view as view_module
+    import engram.index.view.graph_index as view_module
 
     supports: list[object] = []
     solve = view_module.solve_pagerank

@@ -12,7 +12,7 @@ import pytest
 from engram import Document, Memory
 from engram.embed import HashEmbedder
 from engram.embed.base import Progress, Role, Vectors
-from engram.index.commit import EMBED_BATCH
+from engram.index.live.load import EMBED_BATCH
 
 
 class CountingEmbedder:

@@ -1,4 +1,4 @@
-"""`KeyRows` (engram.index.key_rows): key -> row of an append-only list, by a saved hash table after a restore.
+"""`KeyRows` (engram.index.state.key_rows): key -> row of an append-only list, by a saved hash table after a restore.
 
 Oracle: a dict of every key to its index in the list."""
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram.index.key_rows as key_rows
-from engram.index.key_rows import KeyRows
+import engram.index.state.key_rows as key_rows
+from engram.index.state.key_rows import KeyRows
 
 words = st.lists(st.text(min_size=1, max_size=6), unique=True, max_size=40)
 

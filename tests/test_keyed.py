@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.index.keyed import FactRows, PairCounts
+from engram.index.state.fact_pair_keys import FactRows, PairCounts
 
 PHRASES = [f"p{i}" for i in range(12)]
 RELATIONS = ["a", "b", "c"]

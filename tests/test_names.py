@@ -1,4 +1,4 @@
-"""The query-linking names kept by the index (engram.index.names) equal a lookup rebuilt from each view."""
+"""The query-linking names kept by the index (engram.index.state.phrase_names) equal a lookup rebuilt from each view."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.index.names import fold
-from engram.index.view import GraphIndex
+from engram.index.state.phrase_names import fold
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.links import lookup_for
 from engram.text import normalize_phrase
 

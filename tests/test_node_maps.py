@@ -1,4 +1,4 @@
-"""engram.index.node_maps: where each canonical node went, by a walk through both orders, against the marks over
+"""engram.index.view.node_maps: where each canonical node went, by a walk through both orders, against the marks over
 the row space (the oracle) on random changes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.index import node_maps as maps_module
-from engram.index.node_maps import by_marks, node_maps
+from engram.index.view import node_maps as maps_module
+from engram.index.view.node_maps import by_marks, node_maps
 
 
 def orders(seed: int, size: int, changes: int) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[int, str]]]:

@@ -21,7 +21,7 @@ sys.modules[{name!r}] = half
 
 CHECKS = {
     "dot kernel": ("simsimd", "from engram.graph import parallel; assert parallel.dot_kernel() is half"),
-    "8-bit codes": ("simsimd", "from engram.index import coded; assert coded.available()"),
+    "8-bit codes": ("simsimd", "from engram.index.state import coded_rows as coded; assert coded.available()"),
     "ann extra": ("faiss", "from engram.graph import ann; assert ann.available()"),
 }
 
@@ -61,7 +61,7 @@ NEEDS = {
     "faiss": ("faiss", "from engram.graph import ann; ann.library()"),
     "8-bit codes on": (
         "simsimd",
-        "from engram.index import coded; from engram.config import GraphConfig; "
+        "from engram.index.state import coded_rows as coded; from engram.config import GraphConfig; "
         "coded.use_codes(GraphConfig(fact_codes='on'), 10)",
     ),
 }

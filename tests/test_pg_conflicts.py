@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from engram import ConflictError, Document
-from engram.index import retry
+from engram.index.live import retry
 from pg_fixture import pg_server, with_schema  # noqa: F401
 from pg_worker import document, open_memory
 
@@ -43,7 +43,7 @@ def test_a_batch_lands_while_another_writer_commits_all_along(
                 i += 1
 
     batch = [document(i) for i in range(100, 100 + BATCH)]
-    with open_memory(url) as memory, caplog.at_level(logging.INFO, logger="engram.index.retry"):
+    with open_memory(url) as memory, caplog.at_level(logging.INFO, logger="engram.index.live.retry"):
         competitor = threading.Thread(target=keep_committing, daemon=True)
         competitor.start()
         while other["commits"] < 3 and competitor.is_alive():
@@ -59,7 +59,7 @@ def test_a_batch_lands_while_another_writer_commits_all_along(
         assert len(report.added) == BATCH
         assert set(memory.documents()) >= {d.id for d, _ in batch}
         assert memory.stats()["documents"] == 20 + BATCH + other["commits"]
-    retried = [r for r in caplog.records if r.name == "engram.index.retry"]
+    retried = [r for r in caplog.records if r.name == "engram.index.live.retry"]
     print(f"batch landed in {elapsed:.1f} s after {len(retried)} retries; the other writer: {other['commits']} commits")
     assert other["commits"] >= 5  # the two really raced
 

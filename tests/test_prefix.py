@@ -1,4 +1,4 @@
-"""A view's phrase names are a fixed prefix of the state's append-only list (engram.index.saved_tables.Prefix),
+"""A view's phrase names are a fixed prefix of the state's append-only list (engram.index.state.saved_tables.Prefix),
 not a copy: the prefix against the list's slice taken when it was made, while the list grows; and a view kept
 across later commits that add phrases still shows the phrases it had."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.index.saved_tables import Prefix
+from engram.index.state.saved_tables import Prefix
 
 
 @given(

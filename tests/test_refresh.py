@@ -1,4 +1,4 @@
-"""A process refreshes after another process's commits by replaying the commit log (engram.index.refresh)
+"""A process refreshes after another process's commits by replaying the commit log (engram.index.live.refresh)
 instead of reloading every record, on both backends (a directory's writer still open, so no snapshot of the new
 generation exists yet): it keeps its state object, and what it then holds and answers is, to the bit, what the
 writer holds and what a fresh open builds. Where the log cannot describe the commits (a generation without an
@@ -120,7 +120,7 @@ def test_an_unreadable_log_entry_is_reloaded_with_a_warning(
     with caught_up(where) as (writer, reader):
         run_sql(where, """UPDATE commits SET change = '{"added": "b"}' WHERE generation = 2""")
         loads = reader.index_loads
-        with caplog.at_level(logging.WARNING, logger="engram.index.live"):
+        with caplog.at_level(logging.WARNING, logger="engram.index.live.live_index"):
             seen = observe(reader)
         assert reader.index_loads > loads and "reloading the memory" in caplog.text
         same(seen, observe(writer))
@@ -195,7 +195,8 @@ def test_a_log_row_left_for_the_next_generation_is_replaced_by_its_commit(target
 
 
 def test_a_change_too_large_to_log_is_reloaded(target: Target, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    monkeypatch.setattr("engram.index.refresh.LOG_MAX_ITEMS", 4)  # the second commit lists 2 ids, 2 hashes, 3+ phrases
+    # the second commit lists 2 ids, 2 hashes, 3+ phrases
+    monkeypatch.setattr("engram.index.live.refresh.LOG_MAX_ITEMS", 4)
     with caught_up(target("m")) as (writer, reader):
         loads = reader.index_loads
         same(observe(reader), observe(writer))

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.index.saved_tables import RowSets
+from engram.index.state.saved_tables import RowSets
 
 sets = st.frozensets(st.integers(0, 40), max_size=6)
 ops = st.lists(

@@ -1,4 +1,4 @@
-"""Issue 11: the live state's vector rows in two blocks (engram.index.rows.Rows / RowView): a saved matrix taken
+"""Issue 11: the live state's vector rows in two blocks (engram.index.state.rows.Rows / RowView): a saved matrix taken
 as it is, and the rows appended since. Oracle: one numpy matrix holding the same rows (np.vstack)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from engram.graph.parallel import row_dots
-from engram.index.mapped import Pages
-from engram.index.rows import Rows
+from engram.index.state.mapped_rows import Pages
+from engram.index.state.rows import Rows
 from engram.store.snapshot import _write_npy
 
 
@@ -173,7 +173,7 @@ def test_a_saved_base_written_out_leaves_the_process_memory_unless_changed(tmp_p
 
 def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
     """Oracle: the list of frozensets the arrays were made from, through reads, replacements and appends."""
-    from engram.index.saved_tables import RowSets
+    from engram.index.state.saved_tables import RowSets
 
     rng = np.random.default_rng(3)
     sets = [frozenset(rng.choice(50, int(rng.integers(0, 6)), replace=False).tolist()) for _ in range(40)]
@@ -194,7 +194,7 @@ def test_row_sets_read_the_saved_arrays_as_the_sets_they_came_from() -> None:
 
 def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
     """Oracle: the list of tuples the array was made from, with pairs appended after it."""
-    from engram.index.saved_tables import Pairs
+    from engram.index.state.saved_tables import Pairs
 
     listed = [(int(a), int(b)) for a, b in np.random.default_rng(4).integers(0, 90, (30, 2))]
     pairs = Pairs()
@@ -212,7 +212,7 @@ def test_pairs_read_the_saved_array_then_the_appended_pairs() -> None:
 def test_triples_read_the_saved_arrays_as_the_facts_they_came_from() -> None:
     """Oracle: the list of (subject, relation, object) tuples the arrays were made from, with facts appended
     after them; a view keeps its length while the table grows."""
-    from engram.index.saved_tables import Triples
+    from engram.index.state.saved_tables import Triples
 
     rng = np.random.default_rng(6)
     phrases, relations = [f"p{i}" for i in range(40)], ["is in", "born in", "part of"]

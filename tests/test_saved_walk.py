@@ -1,4 +1,4 @@
-"""engram.index.saved_walk: the last view's edge arrays saved at close and taken back at open, so the first view
+"""engram.index.view.saved_walk: the last view's edge arrays saved at close and taken back at open, so the first view
 after an open starts from them; a damaged or unfitting file is never used (the view is built, to the same bits)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
-from engram.index.saved_walk import FILES, restore_walk
-from engram.index.state import IndexState
+from engram.index.state.index_state import IndexState
+from engram.index.view.saved_walk import FILES, restore_walk
 from helpers import DOCS, EXTRACTIONS
 from rooms import Rooms
 from test_continual import CONFIG

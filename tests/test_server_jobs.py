@@ -100,7 +100,7 @@ def test_a_write_that_lost_a_race_with_another_process(
     """Another process commits while the server's write waits for the LLM. The library retries such a write
     (prepared again on the newer state); a write that keeps losing (here: allowed one attempt) is a 409."""
     if attempts is not None:
-        from engram.index import retry
+        from engram.index.live import retry
 
         def once(write: Any, **options: Any) -> Any:
             return retry.retry_conflicts(write, attempts, **options)

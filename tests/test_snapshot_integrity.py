@@ -14,8 +14,8 @@ import pytest
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.index.saved_walk import FILES as WALK_FILES
-from engram.index.state_file import ARRAYS, KEY_TABLES
+from engram.index.saved.state_file import ARRAYS, KEY_TABLES
+from engram.index.view.saved_walk import FILES as WALK_FILES
 from engram.store.snapshot import ROLES, read_latest_snapshot, snapshot_dir, write_snapshot
 from helpers import DOCS
 
@@ -140,7 +140,7 @@ def test_a_snapshot_with_sha256_for_its_vectors_still_opens(tmp_path: Path, capl
     import hashlib
     import json
 
-    from engram.index.live import LiveIndex
+    from engram.index.live.live_index import LiveIndex
 
     path = tmp_path / "m"
     expected = build(path)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.index.rows import SortedKeys
+from engram.index.state.rows import SortedKeys
 
 KEYS = [f"k{i:02d}" for i in range(40)]
 ROWS = {k: (7 * i) % 40 for i, k in enumerate(KEYS)}  # rows unrelated to key order

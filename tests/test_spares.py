@@ -1,12 +1,13 @@
-"""engram.index.spares: the memory of a patched view's arrays is written again only once nothing reads it."""
+"""engram.index.state.spare_arrays: the memory of a patched view's arrays is written again only once nothing
+reads it."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from engram.index import spares as spares_module
-from engram.index.spares import Spares
+from engram.index.state import spare_arrays as spares_module
+from engram.index.state.spare_arrays import Spares
 
 
 def test_arrays_have_the_asked_size_and_type_and_can_be_written() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engram.index.rows
+import engram.index.state.rows
 from engram import Memory
 from engram.embed import HashEmbedder
 from rooms import Rooms
@@ -25,7 +25,7 @@ def test_spilling_every_commit_equals_a_build_in_ram(ops: list[Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
         live: Live = {}
         known: dict[tuple[Any, str], dict[str, Any]] = {}
-        patch.setattr(engram.index.rows, "SPILL_ROWS", 1)
+        patch.setattr(engram.index.state.rows, "SPILL_ROWS", 1)
         with Rooms(Path(tmp) / "spilled", HashEmbedder(dim=64), CONFIG) as memory:
             for op in ops:
                 apply(memory, live, op, known)
@@ -35,7 +35,7 @@ def test_spilling_every_commit_equals_a_build_in_ram(ops: list[Any]) -> None:
         matches_oracle(spilled["graph"], oracle_graph(live, known, HashEmbedder(dim=64)))
         with Memory(Path(tmp) / "spilled", embedder=HashEmbedder(dim=64), config=CONFIG) as reopened:
             same(observe(reopened), spilled)  # the snapshot written from the files
-        patch.setattr(engram.index.rows, "SPILL_ROWS", 1 << 40)
+        patch.setattr(engram.index.state.rows, "SPILL_ROWS", 1 << 40)
         with Rooms(Path(tmp) / "ram", HashEmbedder(dim=64), CONFIG) as fresh:
             extractions = [{**e, "id": d.id} for d, _ in live.values() if (e := known.get((d.title, d.text)))]
             fresh.index([d for d, _ in live.values()], extractions=extractions)

@@ -1,4 +1,4 @@
-"""Issue 11: the live state saved with each vector snapshot (engram.index.state_file) and taken back on open.
+"""Issue 11: the live state saved with each vector snapshot (engram.index.saved.state_file) and taken back on open.
 
 Oracle: the same memory opened with the saved state removed, which rebuilds the state from the records (the
 path every earlier version took), and the independent batch builder of test_continual."""
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.index.state_file import KEY_TABLES, restore_state
+from engram.index.saved.state_file import KEY_TABLES, restore_state
 from engram.store.records import RecordStore
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
@@ -129,7 +129,7 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
     give, and a few changes patch the fact order without making its key list."""
     from collections import Counter
 
-    from engram.index.view import view
+    from engram.index.view.graph_index import view
 
     build(tmp_path)
     passages, generation = stored(tmp_path)
@@ -175,7 +175,7 @@ def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:
 
 
 def test_a_state_saved_before_the_key_tables_is_used(tmp_path: Path) -> None:
-    """A snapshot written before the key tables (engram.index.key_rows) came: its state is still used, the keys
+    """A snapshot written before the key tables (engram.index.state.key_rows) came: its state is still used, the keys
     go to dicts as before, and the next close saves the tables."""
     build(tmp_path)
     folder = latest_snapshot(tmp_path)

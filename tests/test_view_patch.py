@@ -1,4 +1,4 @@
-"""Issue 11: a view's edge arrays patched from the previous view's (engram.index.edges) equal, to the bit, the
+"""Issue 11: a view's edge arrays patched from the previous view's (engram.index.view.edges) equal, to the bit, the
 ones built from the state from scratch, over any sequence of index, delete and update with a read after each."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.index import assembly as assembly_module
-from engram.index import edges
-from engram.index.keyed import PairCounts
-from engram.index.state import IndexState
-from engram.index.touched import PatchBase
-from engram.index.view import GraphIndex, view
+from engram.index.state.fact_pair_keys import PairCounts
+from engram.index.state.index_state import IndexState
+from engram.index.state.patch_base import PatchBase
+from engram.index.view import csr_assembly as assembly_module
+from engram.index.view import edges
+from engram.index.view.graph_index import GraphIndex, view
 from rooms import Rooms
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 

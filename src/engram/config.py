@@ -24,11 +24,11 @@ class GraphConfig:
     `ann_min_rows` phrases are searched and the extra is installed, "on" always, "off" never (exact search,
     quadratic in phrases when building).
 
-    `fact_codes`: score a query's facts through 8-bit codes of the fact vectors with an exact re-check of the
-    rows that can matter (engram.index.coded; the `ann` extra's simsimd) - "auto" from `fact_codes_min_rows` facts with
-    the extra installed, "on" always, "off" never. The results are the same either way; the codes are a quarter
-    of the float32 vectors a full scan reads at every query (at 10,000 facts 15 MB of float32 per query, by
-    arithmetic; bench/README.md measures the shared MuSiQue memory's 16,900 facts both ways)."""
+    `fact_codes`: score a query's facts through 8-bit codes of the fact vectors with an exact re-check of the rows that
+    can matter (engram.index.state.coded_rows; the `ann` extra's simsimd) - "auto" from `fact_codes_min_rows` facts with
+    the extra installed, "on" always, "off" never. The results are the same either way; the codes are a quarter of the
+    float32 vectors a full scan reads at every query (at 10,000 facts 15 MB of float32 per query, by arithmetic;
+    bench/README.md measures the shared MuSiQue memory's 16,900 facts both ways)."""
 
     synonym_threshold: float = 0.8
     synonym_top_k: int = 100

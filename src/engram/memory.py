@@ -18,12 +18,12 @@ from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extrac
 from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
-from engram.index.commit import VectorSource
 from engram.index.inspection import graph_snapshot
-from engram.index.live import LiveIndex
-from engram.index.retry import retry_conflicts
-from engram.index.view import GraphIndex
-from engram.index.writer import Writer
+from engram.index.live.live_index import LiveIndex
+from engram.index.live.load import VectorSource
+from engram.index.live.retry import retry_conflicts
+from engram.index.live.writer import Writer
+from engram.index.view.graph_index import GraphIndex
 from engram.ingest.prepare import check_unicode, document_list, id_list
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
@@ -151,7 +151,7 @@ class Memory:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    # the live index (engram/index/live.py) -------------------------------------------------------------
+    # the live index (engram/index/live/live_index.py) -------------------------------------------------------------
     def context(self, config: RetrieveConfig | None = None) -> RetrievalContext:
         """What retrieval functions (`engram.retrieve`) need, over the latest committed generation: the index
         view, the embedder, the retrieval settings (`config` overrides the memory's) and the LLM, if any."""
@@ -535,7 +535,7 @@ class Memory:
     def index_loads(self) -> int:
         """How many times this memory has built its index state whole (restored from a snapshot, or rebuilt
         from the records) instead of bringing it forward by replaying other processes' commits from the
-        commit log (`engram.index.refresh`): each is a full read, worth watching where several processes
+        commit log (`engram.index.live.refresh`): each is a full read, worth watching where several processes
         share a memory. Reading it loads nothing.
 
         Returns
@@ -549,7 +549,7 @@ class Memory:
         """The graph around passage ids or phrases (a name is a passage id when one matches, else a phrase,
         matched after normalisation): the nodes within `hops` edges, at most `limit`, and the edges among them
         with their kinds (relation, synonym, context) and weights. For pictures and explanations."""
-        from engram.index.around import around as picture
+        from engram.index.view.neighbourhood import around as picture
 
         names = [around] if isinstance(around, str) else list(around)
         return picture(self._current(), names, hops, limit, self.config.graph.context_weight)

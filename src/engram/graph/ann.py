@@ -70,7 +70,7 @@ class AnnIndex:
         self.labels: IntArray = np.zeros(0, dtype=np.int64)
         # rows that a search for their own vector did not return: the graph's neighbour pruning cuts a few off
         # in groups of near copies, and no search reaches them however wide (bench/README.md); callers compare
-        # them exactly. Noted by callers as they search; saved with the index by its cache (index.ann_cache)
+        # them exactly. Noted by callers as they search; saved with the index by its cache (index.saved.ann_cache)
         self.lost: set[int] = set()
         # a graph of the lost rows alone (in RAM, built by the synonym search when a large batch needs it, never
         # saved): a lost row, which no search of this graph reaches, is mostly reached by a search of that one

@@ -210,7 +210,7 @@ def restored_walk(
     dangling: npt.NDArray[np.bool_],
 ) -> SymmetricWalk:
     """The `SymmetricWalk` of `adjacency` from its values and scaling as `symmetric_walk` computed them earlier
-    (saved with a memory's state: engram.index.saved_walk), without computing them again."""
+    (saved with a memory's state: engram.index.view.saved_walk), without computing them again."""
     return _walk(adjacency, data, root, inverse_root, dangling)
 
 
@@ -259,8 +259,8 @@ def solve_pagerank(
     `push_budget` is that budget (default `push.PUSH_BUDGET` on a walk of at least `push.MIN_NONZEROS`
     non-zeros, else 0); 0 solves by conjugate gradients alone.
 
-    `support`, for a vector `reset`: the sorted, distinct nodes outside which the caller knows it is zero (a few
-    seeds and the passages: engram.index.view). The reset's checks, its normalisation and the push then read those
+    `support`, for a vector `reset`: the sorted, distinct nodes outside which the caller knows it is zero (a few seeds
+    and the passages: engram.index.view.graph_index). The reset's checks, its normalisation and the push then read those
     entries alone, not every node."""
     if not 0.0 <= damping < 1.0:
         raise ValueError("damping must be in [0, 1)")

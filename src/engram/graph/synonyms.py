@@ -323,7 +323,7 @@ class SynonymLists:
 
     def replace(self, lists: dict[int, list[Neighbour]]) -> None:
         """Set the given rows' lists as they are given (another process's search found them: see
-        engram.index.refresh); the other rows keep theirs."""
+        engram.index.live.refresh); the other rows keep theirs."""
         for row, neighbours in lists.items():
             self._set(row, self._order(neighbours))
 

@@ -9,7 +9,7 @@ from typing import cast
 import numpy as np
 
 from engram.graph.neighbourhood import EdgeTables
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.types import GraphSnapshot, NodePair, Triple
 
 DECIMALS = 9  # as `GraphIndex.canonical`: equal graphs built in another order compare equal

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 
 from engram.config import RetrieveConfig
 from engram.embed.base import Embedder, Role, Vectors
-from engram.index.bm25 import BM25Index
-from engram.index.view import GraphIndex
+from engram.index.view.bm25 import BM25Index
+from engram.index.view.graph_index import GraphIndex
 from engram.llm.base import ChatModel
 from engram.store.peer_tables import PeerTables
 

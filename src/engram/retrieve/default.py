@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.links import inner_seeds, link_seeds
 from engram.retrieve.method_names import HYBRID
 from engram.retrieve.named import named_only

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.config import RetrieveConfig
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.phrase_graph import (
     context_matrix,
     link_nearest,

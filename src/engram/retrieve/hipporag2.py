@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.ranking import FilterFn, GraphRanking, kept_facts_all, rank_full_graph
 from engram.retrieve.scoring import min_max, phrase_seeds, reset_vector
 

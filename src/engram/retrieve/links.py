@@ -9,7 +9,7 @@ Each linked phrase is weighted by how specific it is, measured in the graph: the
 of its rarest word over the passages (a passage "contains" a word when one of its phrase nodes does),
 scaled to [0, 1] by log(passages + 1), divided by the number of passages the phrase itself occurs in (the
 paper's node specificity). Common words ("country", "city") link with a small weight, names with a large
-one. The names and word counts are kept by the index as phrases come and go (`engram.index.names`), so a
+one. The names and word counts are kept by the index as phrases come and go (`engram.index.state.phrase_names`), so a
 new view's `PhraseLookup` costs nothing to make.
 
 The same scan over a seeded phrase's own name finds the phrase nodes named inside it (`inner_seeds`), which
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engram.index.names import NameSnapshot, fold, folded_key
-from engram.index.view import GraphIndex
+from engram.index.state.phrase_names import NameSnapshot, fold, folded_key
+from engram.index.view.graph_index import GraphIndex
 
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.config import RetrieveConfig
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.method_names import HYBRID
 from engram.retrieve.scoring import top_k
 from engram.types import Fact, Triple

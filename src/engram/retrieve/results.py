@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.ranking import FALLBACKS, FilterFn, GraphRanking
 from engram.types import Retrieval, RetrievedPassage, Seed, Triple

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import InputError
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.default import hipporag2_default, ranking_scores
 from engram.retrieve.hipporag2 import hipporag2

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engram.errors import InputError
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.rse import RSEParams, best_segments, chunk_values, relevance
 from engram.store.records import PassageRow

@@ -105,7 +105,7 @@ class Store(Protocol):
 
     # the commit log: what each generation changed, for processes that refresh by replaying it
     def log_change(self, db: Tx, generation: int, change: str) -> None:
-        """Record, inside the commit's transaction, what `generation` changed (`engram.index.refresh`)."""
+        """Record, inside the commit's transaction, what `generation` changed (`engram.index.live.refresh`)."""
         ...
     def changes_since(self, generation: int, latest: int) -> list[tuple[int, str]]:
         """The (generation, change) rows logged for generations `generation` + 1 .. `latest`, in order (some may

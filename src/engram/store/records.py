@@ -72,7 +72,7 @@ class RecordStore:
     @contextmanager
     def turn(self) -> Iterator[None]:
         """The write turn of the store contract; a directory has none yet (each transaction takes SQLite's write
-        lock; a writer that lost the race for a generation retries with backoff, engram.index.retry)."""
+        lock; a writer that lost the race for a generation retries with backoff, engram.index.live.retry)."""
         yield
 
     @contextmanager

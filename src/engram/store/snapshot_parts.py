@@ -10,7 +10,7 @@ one new part. A file that is not the one mapped any more (replaced, another inod
 linked (a file system without hard links) is written out instead. At most `MAX_PARTS` parts: past that, the
 trailing ones are written again with the new rows as one part. A table of fewer than `MIN_LINK_ROWS` saved rows
 is written whole, as one file: rewriting it costs little. `array_writer` writes a snapshot's other array files
-(the saved state's tables, engram.index.state_file).
+(the saved state's tables, engram.index.saved.state_file).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.llm.base import ChatModel
 from engram.llm.cache import CachedChat
 from engram.llm.usage import usage_of

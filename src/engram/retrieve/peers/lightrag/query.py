@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import ExtractionError
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.llm import aio
 from engram.llm.base import ChatModel
 from engram.llm.json_reply import JsonRequest, aask_json

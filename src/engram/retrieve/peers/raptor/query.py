@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.retrieve.context import RetrievalContext
 from engram.retrieve.peers.base import passages_of
 from engram.retrieve.peers.lightrag.prompts import passage_block

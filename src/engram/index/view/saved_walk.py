@@ -1,8 +1,8 @@
 """The last view's edge arrays saved with the state, so that the first query after an open starts from them
 instead of building the graph's adjacency and walk from every edge (at 100k passages about a second).
 
-`walk_files` adds `walk-<name>.npy` files to the snapshot's state files (engram.index.state_file), under the
-same checksum manifest, when the state's patch base (engram.index.touched) is its current graph: no change
+`walk_files` adds `walk-<name>.npy` files to the snapshot's state files (engram.index.saved.state_file), under the
+same checksum manifest, when the state's patch base (engram.index.state.patch_base) is its current graph: no change
 recorded since the view it was taken from, and the same nodes. The save patches the base first when changes
 came after it (`patchable`), but never builds a graph from every edge: that is what the first query after an open
 does anyway, and at the end of a large build it would add its arrays to the build's peak memory (0.3 GiB at
@@ -24,8 +24,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.ppr import restored_walk
-from engram.index.state import IndexState
-from engram.index.touched import PatchBase
+from engram.index.state.index_state import IndexState
+from engram.index.state.patch_base import PatchBase
 from engram.store.snapshot import PendingCheck, Writer
 from engram.store.snapshot_parts import array_writer
 

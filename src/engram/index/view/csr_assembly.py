@@ -1,4 +1,4 @@
-"""A patched view's CSR matrix put together (engram.index.edges): the rows a patch leaves alone copied from the
+"""A patched view's CSR matrix put together (engram.index.view.edges): the rows a patch leaves alone copied from the
 last view's matrix in runs of consecutive rows (slice copies, their columns renumbered), the rows it rebuilt
 from their sorted entries; every entry written once, whichever thread writes it, so the matrix is the same to
 the bit on any number of threads (tests/test_view_patch.py compares it with the built one)."""
@@ -14,7 +14,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from engram.graph.parallel import MIN_WORK, THREADS, in_parallel
-from engram.index.spares import Spares
+from engram.index.state.spare_arrays import Spares
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from engram.bulk import collector_paused
 from engram.graph.parallel import row_dots
-from engram.index.mapped import Pages, Spilled
+from engram.index.state.mapped_rows import Pages, Spilled
 from engram.store.snapshot_parts import SavedPart
 from engram.types import Triple
 

@@ -14,11 +14,11 @@ import numpy as np
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
 from engram.errors import MemoryFormatError
-from engram.index.ann_cache import save_ann
-from engram.index.codes_cache import save_codes
-from engram.index.rows import RowView
-from engram.index.state import Changes, IndexState, Vectors, fact_text, passage_text
-from engram.index.state_file import state_files
+from engram.index.saved.ann_cache import save_ann
+from engram.index.saved.codes_cache import save_codes
+from engram.index.saved.state_file import state_files
+from engram.index.state.index_state import Changes, IndexState, Vectors, fact_text, passage_text
+from engram.index.state.rows import RowView
 from engram.ingest.prepare import passage_hash
 from engram.store.base import Store
 from engram.store.rows import PassageRow

@@ -6,8 +6,8 @@ width, passage ids and content hashes by row, the full rows of dead passages, ph
 strings, running totals, the query-name table's words) and `state-<name>.npy` arrays (per-row flags and counts,
 each passage's facts and context phrases as offsets + rows, each fact's phrase rows and relation, relation
 edge supports, the canonical orders, the name table, the synonym lists; optional: the hash tables of the phrase
-keys and name words, engram.index.key_rows, absent from states saved before them), and the current graph's edge arrays
-when the state holds its last view's (`walk-<name>.npy`, engram.index.saved_walk: patched at the save when
+keys and name words, engram.index.state.key_rows, absent from states saved before them), and the current graph's edge
+arrays when the state holds its last view's (`walk-<name>.npy`, engram.index.view.saved_walk: patched at the save when
 changes came after that view). All are covered by the snapshot's checksum manifest.
 The vectors are the snapshot's `<role>.npy`, whose rows are the state's rows, memory-mapped copy-on-write.
 
@@ -30,9 +30,9 @@ import numpy.typing as npt
 
 from engram.bulk import collector_paused
 from engram.config import GraphConfig
-from engram.index.edges import derive_edges
-from engram.index.saved_walk import current_base, patchable, restore_walk, walk_files
-from engram.index.state import IndexState
+from engram.index.state.index_state import IndexState
+from engram.index.view.edges import derive_edges
+from engram.index.view.saved_walk import current_base, patchable, restore_walk, walk_files
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
 from engram.store.snapshot_parts import SavedFile, SavedPart, array_writer, key_name, part_name, part_names
@@ -64,7 +64,7 @@ ARRAYS = [
     "synonym_neighbours",
     "synonym_sims",
 ]
-# the key tables of engram.index.key_rows (sorted hashes, rows): saved since they came, read when present
+# the key tables of engram.index.state.key_rows (sorted hashes, rows): saved since they came, read when present
 KEY_TABLES = ["phrase_hashes", "phrase_rows", "names_word_hashes", "names_word_rows"]
 TABLES = ["state.json", *(f"state-{a}.npy" for a in ARRAYS)]
 OPTIONAL = [f"state-{a}.npy" for a in KEY_TABLES]

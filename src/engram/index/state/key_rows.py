@@ -37,7 +37,7 @@ def key_hashes(keys: Iterable[str], count: int) -> HashArray:
 
 class SearchedRows(Mapping[K, int]):
     """Key -> row where the restored keys are searched in saved arrays (`_saved_row`) and the keys added since
-    are a dict (`_added`): the lookups of `KeyRows` and `engram.index.keyed.FactRows`."""
+    are a dict (`_added`): the lookups of `KeyRows` and `engram.index.state.fact_pair_keys.FactRows`."""
 
     _added: dict[K, int]
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.graph.pair_arrays import SHIFT, merge_sorted, pair_keys, pairs_of
-from engram.index.key_rows import SearchedRows
+from engram.index.state.key_rows import SearchedRows
 from engram.types import Triple
 
 IntArray = npt.NDArray[np.int64]

@@ -14,7 +14,7 @@ a memory does not pay for them) and kept up to date after that, and so is, for e
 name that starts with it (how far the query scan need look from that word: `NameSnapshot.longest_from`). A view
 takes a `NameSnapshot`: a copy of the counts and a reference to the shared tables, which only grow; readers
 filter rows by the view's size and alive mask, so a snapshot stays valid while later commits go on. Words get ids
-through a `KeyRows` (engram.index.key_rows), saved with a table of their hashes, so opening a memory makes no dict
+through a `KeyRows` (engram.index.state.key_rows), saved with a table of their hashes, so opening a memory makes no dict
 of every word.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.index.key_rows import HashArray, KeyRows
+from engram.index.state.key_rows import HashArray, KeyRows
 from engram.text import normalize_phrase
 
 IntArray = npt.NDArray[np.int64]
@@ -138,7 +138,7 @@ class NameTable:
         return counts
 
     def saved(self) -> tuple[dict[str, object], dict[str, npt.NDArray[Any]]]:
-        """The table as `engram.index.state_file` saves it: (JSON-ready parts, arrays: copies, since a view of
+        """The table as `engram.index.saved.state_file` saves it: (JSON-ready parts, arrays: copies, since a view of
         the growing buffers would stop them growing)."""
         self._catch_up()
         parts = {"words": self.words, "other_rows": self.other_rows, "longest": self.longest}

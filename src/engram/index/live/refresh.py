@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.index.commit import VectorSource, fill_vectors
-from engram.index.state import Changes, IndexState, passage_text
+from engram.index.live.load import VectorSource, fill_vectors
+from engram.index.state.index_state import Changes, IndexState, passage_text
 from engram.store.base import Store
 
 FIELDS = ("removed", "added", "contents", "synonyms")

@@ -1,4 +1,4 @@
-"""Where each node of the last view's canonical order went in the next one (engram.index.edges' patch).
+"""Where each node of the last view's canonical order went in the next one (engram.index.view.edges' patch).
 
 Both orders hold the alive nodes sorted by key (phrases by name, then passages by id), and a node's row never
 changes, so after a few changes the new order is the old one with a few nodes taken out and a few put in.

@@ -14,11 +14,7 @@ from pathlib import Path
 from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import ConflictError
-from engram.index.ann_cache import load_ann, start_check
-from engram.index.bm25 import BM25Index
-from engram.index.coded import available, use_codes
-from engram.index.codes_cache import check_codes, load_codes, save_codes
-from engram.index.commit import (
+from engram.index.live.load import (
     VectorSource,
     fill_vectors,
     load_state,
@@ -26,10 +22,14 @@ from engram.index.commit import (
     spill_vectors,
     synonym_payload,
 )
-from engram.index.refresh import Change, StaleLog, logged_between, replay
-from engram.index.state import IndexState
-from engram.index.state_file import restore_state
-from engram.index.view import GraphIndex, passage_text, view
+from engram.index.live.refresh import Change, StaleLog, logged_between, replay
+from engram.index.saved.ann_cache import load_ann, start_check
+from engram.index.saved.codes_cache import check_codes, load_codes, save_codes
+from engram.index.saved.state_file import restore_state
+from engram.index.state.coded_rows import available, use_codes
+from engram.index.state.index_state import IndexState
+from engram.index.view.bm25 import BM25Index
+from engram.index.view.graph_index import GraphIndex, passage_text, view
 from engram.store.base import Store, Tx
 from engram.store.snapshot import PendingCheck, load_snapshot, snapshot_dir
 from engram.types import Progress
@@ -130,7 +130,7 @@ class LiveIndex:
             return self.state
 
     def _replayed(self, generation: int) -> bool:
-        """Bring the state to `generation` by replaying the store's commit log (engram.index.refresh), as if this
+        """Bring the state to `generation` by replaying the store's commit log (engram.index.live.refresh), as if this
         process had made those commits (a directory then writes its snapshot at close); False when the log lacks
         these generations (the caller restores the snapshot, or reloads the records), or does not describe the
         records (then the state is dropped, and the caller reloads it)."""

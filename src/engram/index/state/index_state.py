@@ -21,14 +21,14 @@ from engram.errors import InputError
 from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
-from engram.index.coded import CodedRows
-from engram.index.key_rows import KeyRows
-from engram.index.keyed import FactRows, PairCounts
-from engram.index.names import NameTable
-from engram.index.rows import Rows, SortedKeys
-from engram.index.saved_tables import Pairs, RowSets, Triples
-from engram.index.spares import Spares
-from engram.index.touched import PatchBase, Touched
+from engram.index.state.coded_rows import CodedRows
+from engram.index.state.fact_pair_keys import FactRows, PairCounts
+from engram.index.state.key_rows import KeyRows
+from engram.index.state.patch_base import PatchBase, Touched
+from engram.index.state.phrase_names import NameTable
+from engram.index.state.rows import Rows, SortedKeys
+from engram.index.state.saved_tables import Pairs, RowSets, Triples
+from engram.index.state.spare_arrays import Spares
 from engram.store.records import PassageRow
 from engram.store.snapshot import PendingCheck
 from engram.types import Triple
@@ -322,7 +322,7 @@ class IndexState:
         return dict(self._counts)
 
     def restored(self, totals: dict[str, int], relations: list[str]) -> None:
-        """Finish a state whose tables `engram.index.state_file` filled from a saved state: the running totals,
+        """Finish a state whose tables `engram.index.saved.state_file` filled from a saved state: the running totals,
         the alive masks and the shared relation strings (`relations`: the string objects its facts hold)."""
         if set(totals) != set(self._counts):
             raise ValueError("saved totals do not name the expected counts")

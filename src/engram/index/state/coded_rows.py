@@ -21,7 +21,7 @@ score above every row, and a cut taken at it could leave out the best ones.
 Rows only grow and a row's vector never changes (facts); the codes follow the table by encoding, at the next
 search, the rows appended since, a slice at a time with the table's mapped pages dropped after each.
 
-Codes saved beside the snapshot (engram.index.codes_cache) are given by `loader` at the first search and used
+Codes saved beside the snapshot (engram.index.saved.codes_cache) are given by `loader` at the first search and used
 mapped read-only, not encoded again: rows appended after them (up to `tail_rows`) are scored exactly, like
 outliers; past that the codes are copied into RAM and the new rows encoded there.
 """
@@ -42,7 +42,7 @@ from engram import optional
 from engram.config import GraphConfig
 from engram.errors import MissingDependencyError
 from engram.graph.parallel import THREADS, kernel_dots, row_dots
-from engram.index.rows import Rows, RowView
+from engram.index.state.rows import Rows, RowView
 
 Vectors = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
@@ -123,7 +123,7 @@ class CodedRows:
         self.norm = 0.0  # the largest row norm (outliers aside)
         self.outliers: IntArray = np.zeros(0, dtype=np.int64)  # rows coded worse than `error`
         self.loader: Callable[[], SavedCodes | None] | None = None  # saved codes, asked for once, when first needed
-        self.saved_rows = 0  # rows of these codes that the saved file holds (engram.index.codes_cache)
+        self.saved_rows = 0  # rows of these codes that the saved file holds (engram.index.saved.codes_cache)
         self._lock = threading.Lock()
 
     @property
@@ -204,7 +204,7 @@ class CodedRows:
     @contextmanager
     def held(self, view: RowView, size: int) -> Iterator[SavedCodes | None]:
         """Codes for rows 0..`size`-1 of `view` (loaded, or encoded: the rows past mapped codes only when more
-        than `tail_rows`), no rows encoded while the caller reads them (engram.index.codes_cache)."""
+        than `tail_rows`), no rows encoded while the caller reads them (engram.index.saved.codes_cache)."""
         with self._lock:
             self._extend(view, size)
             yield self.saved()

@@ -1,6 +1,6 @@
-"""The fact vectors' 8-bit codes (engram.index.coded) kept on disk beside the vector snapshot, so the first query
-after opening a large memory does not encode every fact again (two passes over the float32 fact table: about
-as long as the rest of that query at 0.9M facts).
+"""The fact vectors' 8-bit codes (engram.index.state.coded_rows) kept on disk beside the vector snapshot, so the first
+query after opening a large memory does not encode every fact again (two passes over the float32 fact table: about as
+long as the rest of that query at 0.9M facts).
 
 `index/codes/` holds `fact.codes.npy` (the int8 codes of fact rows 0..rows-1, as a .npy array, rows x dim) and
 `manifest.json`, written last: {"format": 2, "files": {"fact.codes.npy": CRC-32}, "rows": its rows, "dim",
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from engram.index.coded import SavedCodes, available, use_codes
-from engram.index.state import IndexState
+from engram.index.state.coded_rows import SavedCodes, available, use_codes
+from engram.index.state.index_state import IndexState
 from engram.store.manifest import atomic_write_text
 from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from engram.graph.ann import AnnIndex
-from engram.index.state import IndexState
+from engram.index.state.index_state import IndexState
 from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 
 INDEX_FILE = "phrase.faiss"

@@ -24,11 +24,11 @@ import scipy.sparse as sp
 from engram.graph.csr import row_entries
 from engram.graph.pair_arrays import pair_keys, splice, splice_plan
 from engram.graph.ppr import SymmetricWalk, patched_walk, symmetric_walk
-from engram.index.assembly import assemble
-from engram.index.node_maps import node_maps
-from engram.index.saved_walk import current_base
-from engram.index.state import IndexState
-from engram.index.touched import PatchBase
+from engram.index.state.index_state import IndexState
+from engram.index.state.patch_base import PatchBase
+from engram.index.view.csr_assembly import assemble
+from engram.index.view.node_maps import node_maps
+from engram.index.view.saved_walk import current_base
 from engram.store.records import PassageRow
 
 IntArray = npt.NDArray[np.int64]

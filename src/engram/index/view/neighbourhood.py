@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from engram.graph.neighbourhood import EdgeTables, Neighbourhood, neighbourhood
-from engram.index.view import GraphIndex
+from engram.index.view.graph_index import GraphIndex
 from engram.text import normalize_phrase
 
 

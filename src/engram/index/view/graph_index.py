@@ -23,12 +23,12 @@ from engram.graph.build import GraphTables, assemble_adjacency
 from engram.graph.certify import TopK
 from engram.graph.parallel import in_parallel
 from engram.graph.ppr import SymmetricWalk, solve_pagerank
-from engram.index.coded import CodedRows, use_codes
-from engram.index.edges import Edges, derive_edges
-from engram.index.names import NameSnapshot
-from engram.index.rows import RowView
-from engram.index.saved_tables import Prefix
-from engram.index.state import IndexState, fact_text, passage_text
+from engram.index.state.coded_rows import CodedRows, use_codes
+from engram.index.state.index_state import IndexState, fact_text, passage_text
+from engram.index.state.phrase_names import NameSnapshot
+from engram.index.state.rows import RowView
+from engram.index.state.saved_tables import Prefix
+from engram.index.view.edges import Edges, derive_edges
 from engram.store.records import PassageRow
 from engram.types import Triple
 
@@ -61,7 +61,7 @@ class GraphIndex:
     phrase_rank: npt.NDArray[np.int64]
     fact_rank: npt.NDArray[np.int64]
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
-    patched: bool = False  # edge arrays patched from the previous view's (engram.index.edges)
+    patched: bool = False  # edge arrays patched from the previous view's (engram.index.view.edges)
     fact_codes: CodedRows | None = None  # scores the best and worst facts of `fact_scores(..., top)` (or None)
     _adjacency: list[sp.csr_matrix] = field(default_factory=list)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
@@ -200,7 +200,7 @@ class GraphIndex:
         """Cosines of the queries with every fact row, as (q, rows), dead rows at the lowest alive score. With
         `top`, a view with `fact_codes` scores exactly only the `top` best alive rows and the lowest score, and
         gives every other row the lowest (what ranking the top facts and min-max scaling read: the same
-        results as all the scores, engram.index.coded). With `top` and not `lowest` (a caller that reads only
+        results as all the scores, engram.index.state.coded_rows). With `top` and not `lowest` (a caller that reads only
         the best rows), such a view does not look for the lowest score: every other row is below every best one."""
         if top is None or self.fact_codes is None or not self.fact_alive.any():
             return self._scores(self.fact_vectors, self.fact_alive, query_vectors)
@@ -259,7 +259,7 @@ class GraphIndex:
 
 def view(state: IndexState) -> GraphIndex:
     """Derive the arrays of the current state (vectors are shared, not copied; the edge arrays and the walk are
-    patched from the previous view's when few edges changed, engram.index.edges). The edge arrays are derived
+    patched from the previous view's when few edges changed, engram.index.view.edges). The edge arrays are derived
     on the calling thread while a pool thread copies the tables and ranks the rows: both only read the state
     (a caller holds it still), and neither part's arrays depend on the other's."""
     alive = np.array(state.passage_alive, dtype=bool)

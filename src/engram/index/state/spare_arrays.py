@@ -1,6 +1,6 @@
 """Memory for a patched view's largest arrays, used again once no view reads it.
 
-A patch writes the new view's edge arrays afresh (engram.index.edges): at 100k passages its column indices,
+A patch writes the new view's edge arrays afresh (engram.index.view.edges): at 100k passages its column indices,
 weights and walk values are about 110 MB. Memory that large comes from the system as new pages, and the first
 write to each page stops the writer while the system supplies it: on this project's machines that cost more
 than the copy itself, and varied from one patch to the next (bench/README.md, "Patched arrays written into

@@ -15,11 +15,11 @@ from engram.extract.importers import ExtractionSet
 from engram.extract.planning import passage_token_budget
 from engram.extract.runner import ExtractionRun
 from engram.extract.session import LLMSession
-from engram.index.live import LiveIndex
-from engram.index.pipeline import apply_extractions, staged_writes
-from engram.index.refresh import Change
-from engram.index.state import IndexState
-from engram.index.view import GraphIndex, passage_text
+from engram.index.live.live_index import LiveIndex
+from engram.index.live.refresh import Change
+from engram.index.live.store_writes import apply_extractions, staged_writes
+from engram.index.state.index_state import IndexState
+from engram.index.view.graph_index import GraphIndex, passage_text
 from engram.ingest.prepare import EmbedFit, Prepared, as_document, document_hash, document_list, prepare
 from engram.ingest.sources import check_origins
 from engram.store.base import Store, Tx
