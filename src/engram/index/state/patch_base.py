@@ -1,4 +1,4 @@
-"""What changed since the last view, for patching the next one (engram.index.patch) instead of rebuilding it.
+"""What changed since the last view, for patching the next one (engram.index.view.edges) instead of rebuilding it.
 
 `IndexState` records, while a `PatchBase` (the last view's edge arrays) is held: relation pairs whose support
 changed, passages whose context or aliveness changed; `SynonymLists` records the phrase pairs whose synonym
