@@ -14,10 +14,10 @@ from typing import Any
 from engram import Document, IndexReport, MemoryConfig, Retrieval
 from engram.embed.base import Embedder, model_key
 from engram.extract.importers import as_extraction_set
-from engram.index.inspection import graph_snapshot
 from engram.index.live.live_index import LiveIndex
 from engram.index.live.retry import retry_conflicts
 from engram.index.live.writer import Writer
+from engram.index.view.graph_snapshot import graph_snapshot
 from engram.ingest.prepare import document_list, id_list
 from engram.retrieve.context import RetrievalContext, embed_fn
 from engram.retrieve.run import retrieve, warm_view

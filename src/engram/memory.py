@@ -18,12 +18,12 @@ from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extrac
 from engram.extract.planning import ExtractionEstimate
 from engram.extract.session import LLMSession, estimate_without_llm, usage_stats
 from engram.graph.neighbourhood import Neighbourhood
-from engram.index.inspection import graph_snapshot
 from engram.index.live.live_index import LiveIndex
 from engram.index.live.load import VectorSource
 from engram.index.live.retry import retry_conflicts
 from engram.index.live.writer import Writer
 from engram.index.view.graph_index import GraphIndex
+from engram.index.view.graph_snapshot import graph_snapshot
 from engram.ingest.prepare import check_unicode, document_list, id_list
 from engram.ingest.sync import SyncReport, plan_sync
 from engram.llm.base import ChatModel
