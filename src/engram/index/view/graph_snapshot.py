@@ -8,8 +8,8 @@ from typing import cast
 
 import numpy as np
 
-from engram.graph.neighbourhood import EdgeTables
 from engram.index.view.graph_index import GraphIndex
+from engram.index.view.neighbourhood import edge_tables
 from engram.types import GraphSnapshot, NodePair, Triple
 
 DECIMALS = 9  # as `GraphIndex.canonical`: equal graphs built in another order compare equal
@@ -34,14 +34,7 @@ def graph_snapshot(view: GraphIndex, context_weight: float) -> GraphSnapshot:
     canonical = view.canonical()
     names = [f"p:{k}" for k in view.tables.phrases] + [f"d:{p.id}" for p in view.passages]
     alive = np.concatenate([view.phrase_alive, view.passage_alive]).astype(bool)
-    tables = EdgeTables.from_graph(
-        view.n_phrases,
-        view.tables.relation,
-        view.tables.relation_support,
-        view.synonyms,
-        view.tables.context,
-        context_weight,
-    )
+    tables = edge_tables(view, context_weight)
     typed: dict[str, Mapping[NodePair, float]] = {}
     for kind, pairs, weights in zip(tables.kinds, tables.pairs, tables.weights):
         found: dict[NodePair, float] = {}

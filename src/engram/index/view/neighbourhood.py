@@ -12,6 +12,18 @@ from engram.index.view.graph_index import GraphIndex
 from engram.text import normalize_phrase
 
 
+def edge_tables(view: GraphIndex, context_weight: float) -> EdgeTables:
+    """The view's edges by kind (relation, synonym, context), as the adjacency weighs them."""
+    return EdgeTables.from_graph(
+        view.n_phrases,
+        view.tables.relation,
+        view.tables.relation_support,
+        view.synonyms,
+        view.tables.context,
+        context_weight,
+    )
+
+
 def start_nodes(view: GraphIndex, names: Sequence[str]) -> list[int]:
     """Node numbers for `names`: an alive passage with that id, else the phrase the name normalises to.
     Names matching neither are left out."""
@@ -30,14 +42,7 @@ def start_nodes(view: GraphIndex, names: Sequence[str]) -> list[int]:
 
 def around(view: GraphIndex, names: Sequence[str], hops: int, limit: int, context_weight: float) -> Neighbourhood:
     """Nodes within `hops` edges of `names` (at most `limit`) and the typed edges among them."""
-    tables = EdgeTables.from_graph(
-        view.n_phrases,
-        view.tables.relation,
-        view.tables.relation_support,
-        view.synonyms,
-        view.tables.context,
-        context_weight,
-    )
+    tables = edge_tables(view, context_weight)
     alive = np.concatenate([view.phrase_alive, view.passage_alive]).astype(bool)
     passages = [(p.id, p.title or p.id) for p in view.passages]
     return neighbourhood(tables, view.tables.phrases, passages, alive, start_nodes(view, names), hops, limit)
