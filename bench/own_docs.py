@@ -9,6 +9,12 @@ Four corpora, checked separately:
   debian-changelogs  held out too: the Debian changelogs of the installed packages
                  (/usr/share/doc/PACKAGE/changelog.Debian.gz) of 2,000 to 12,000 characters, as PACKAGE.txt, each
                  text once (under the first package name that has it)
+  python-packages    held out from the tail fusion (assembled, with its questions, after that fusion was
+                 written and before anything was run on it): the description (the METADATA body, with its Name
+                 and Summary lines) of every Python distribution installed in this interpreter's environment
+                 and its base Python, of 1,500 to 40,000 characters, as NAME.txt (engram itself left out, each
+                 text once); what is installed varies by machine, and the gold checks say when a question's
+                 files differ
 Each corpus is written as a folder of .txt files into the cache, then indexed as `engram index FOLDER` would
 (engram.ingest.sources.collect, the default embedder, no LLM, no extractor unless --extractor spacy); the
 memory is kept in the cache and reused (indexing again only adds what changed).
@@ -21,7 +27,7 @@ gold file is among the first 5 distinct files of the first 30 passages. The per-
 to --out. Exits 2 when a corpus's documents are absent (nothing measured for it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/own_docs.py
-        [--corpus manpages|git-relnotes|manpages-5|debian-changelogs|both|all]
+        [--corpus manpages|git-relnotes|manpages-5|debian-changelogs|python-packages|both|all]
         [--methods hipporag2,dense,bm25] [--extractor spacy] [--cache ~/.cache/engram-bench/own_docs] [--out DIR]
         [--fusion significance|weighted]
 
@@ -32,6 +38,7 @@ where no passage has facts) fuses cosines and BM25; without it, the library's de
 from __future__ import annotations
 
 import argparse
+import email.parser
 import gzip
 import hashlib
 import json
@@ -39,6 +46,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -53,9 +61,10 @@ DATA = Path(__file__).resolve().parent / "data"
 MAN_ROOT = Path("/usr/share/man")
 RELNOTES = Path("/usr/share/doc/git/RelNotes")
 DOC_ROOT = Path("/usr/share/doc")
-CORPORA = ("manpages", "git-relnotes", "manpages-5", "debian-changelogs")
+CORPORA = ("manpages", "git-relnotes", "manpages-5", "debian-changelogs", "python-packages")
 MAN_LISTS = {"manpages": "own_docs_manpages_files.txt", "manpages-5": "own_docs_manpages_5_files.txt"}
 CHANGELOG_SIZE = (2000, 12000)  # characters of a Debian changelog kept in debian-changelogs
+DESCRIPTION_SIZE = (1500, 40000)  # characters of a distribution's description kept in python-packages
 WIDE = 30  # passages asked for when counting distinct files
 OVERSTRIKE = re.compile(r".\x08")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -184,6 +193,46 @@ def build_changelogs(folder: Path) -> tuple[int, list[str]]:
     return count, []
 
 
+def site_packages() -> list[Path]:
+    """This interpreter's site-packages and, for a virtual environment, its base Python's."""
+    places = []
+    for prefix in dict.fromkeys([sys.prefix, sys.base_prefix]):
+        place = Path(sysconfig.get_path("purelib", vars={"base": prefix, "platbase": prefix}))
+        if place.is_dir():
+            places.append(place)
+    return places
+
+
+def build_descriptions(folder: Path) -> tuple[int, list[str]]:
+    """Write each installed distribution's description of DESCRIPTION_SIZE characters into `folder` as
+    NAME.txt (NAME lower-cased with - for _): its Name and Summary lines, a blank line, the METADATA body. A
+    distribution found twice (in the environment and its base) is taken from the first place; a text shared
+    by two names, once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    found: dict[str, str] = {}
+    for place in site_packages():
+        for source in sorted(place.glob("*.dist-info/METADATA")):
+            message = email.parser.Parser().parsestr(source.read_text(encoding="utf-8", errors="replace"))
+            name = (message.get("Name") or "").strip()
+            key = name.lower().replace("_", "-")
+            body = message.get_payload()
+            if not key or key in found or key == "engram" or not isinstance(body, str):
+                continue
+            found[key] = f"{name}\n{message.get('Summary', '')}\n\n{body}"
+    seen: set[str] = set()
+    count = 0
+    for key, text in sorted(found.items()):
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if not DESCRIPTION_SIZE[0] <= len(text) - len(text.split("\n\n", 1)[0]) - 2 <= DESCRIPTION_SIZE[1]:
+            continue
+        if digest in seen:
+            continue
+        seen.add(digest)
+        write_if_changed(folder / f"{key}.txt", text)
+        count += 1
+    return count, []
+
+
 def corpus_digest(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.txt")):
@@ -244,6 +293,9 @@ def run_corpus(name: str, args: argparse.Namespace) -> int:
             return 2
         start = time.perf_counter()
         count, missing = build_manpages(folder, MAN_LISTS[name])
+    elif name == "python-packages":
+        start = time.perf_counter()
+        count, missing = build_descriptions(folder)
     elif name == "debian-changelogs":
         if not any(DOC_ROOT.glob("*/changelog.Debian.gz")):
             print(f"[{name}] no Debian changelogs under {DOC_ROOT}: skipped", file=sys.stderr)
