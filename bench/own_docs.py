@@ -1,6 +1,6 @@
 """Retrieval on documents this machine already has, with no LLM: the path a new user takes with `engram index`.
 
-Four corpora, checked separately:
+Five corpora, checked separately:
   manpages       several hundred man pages (the list in bench/data/own_docs_manpages_files.txt), rendered to
                  plain text with `man -l` (MANWIDTH=100, no hyphenation or justification, overstrikes removed)
   git-relnotes   git's release notes (/usr/share/doc/git/RelNotes/*.txt, gzipped ones unpacked)
@@ -9,12 +9,12 @@ Four corpora, checked separately:
   debian-changelogs  held out too: the Debian changelogs of the installed packages
                  (/usr/share/doc/PACKAGE/changelog.Debian.gz) of 2,000 to 12,000 characters, as PACKAGE.txt, each
                  text once (under the first package name that has it)
-  python-packages    held out from the tail fusion (assembled, with its questions, after that fusion was
-                 written and before anything was run on it): the description (the METADATA body, with its Name
-                 and Summary lines) of every Python distribution installed in this interpreter's environment
-                 and its base Python, of 1,500 to 40,000 characters, as NAME.txt (engram itself left out, each
-                 text once); what is installed varies by machine, and the gold checks say when a question's
-                 files differ
+  python-packages    held out from fusion choices (assembled, with its questions, before anything was run on
+                 it, when the four above had all been used to choose; bench/own_docs_fusions.py): the
+                 description (the METADATA body, with its Name and Summary lines) of every Python
+                 distribution installed in this interpreter's environment and its base Python, of 1,500 to
+                 40,000 characters, as NAME.txt (engram itself left out, each text once); what is installed
+                 varies by machine, and the gold checks say when a question's files differ
 Each corpus is written as a folder of .txt files into the cache, then indexed as `engram index FOLDER` would
 (engram.ingest.sources.collect, the default embedder, no LLM, no extractor unless --extractor spacy); the
 memory is kept in the cache and reused (indexing again only adds what changed).
@@ -392,7 +392,7 @@ def write_outputs(out: Path, name: str, suffix: str, questions: list[Question], 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", choices=[*CORPORA, "both", "all"], default="both",
-                        help="both: manpages and git-relnotes; all: the four")
+                        help="both: manpages and git-relnotes; all: the five")
     parser.add_argument("--methods", default="hipporag2,dense,bm25", help="comma-separated retrieval methods")
     parser.add_argument("--extractor", choices=["spacy"], default=None,
                         help="build the graph with the offline spaCy extractor (default: none, passages pending)")
