@@ -63,6 +63,16 @@ def snapshot_dir(root: Path, generation: int) -> Path:
     return root / "index" / f"g{generation}"
 
 
+def array_writer(array: npt.NDArray[Any]) -> Writer:
+    """A `Writer` of one array as a .npy file (the saved state's tables and walk arrays, which a snapshot
+    carries beside its vectors), no pickled objects."""
+
+    def write(handle: Any) -> None:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+
+    return write
+
+
 class _Digest:
     """SHA-256, or CRC-32 for the vector matrices (`CRC`): damage detection at twice the speed, for the
     gigabytes every open checks. A manifest names the kind by the checksum's form."""

@@ -9,17 +9,15 @@ and the checksums already in the manifest it was opened from) and writes the row
 one new part. A file that is not the one mapped any more (replaced, another inode or size) or that cannot be
 linked (a file system without hard links) is written out instead. At most `MAX_PARTS` parts: past that, the
 trailing ones are written again with the new rows as one part. A table of fewer than `MIN_LINK_ROWS` saved rows
-is written whole, as one file: rewriting it costs little. `array_writer` writes a snapshot's other array files
-(the saved state's tables, engram.index.saved.state_file).
+is written whole, as one file: rewriting it costs little.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,15 +25,6 @@ import numpy.typing as npt
 Vectors = npt.NDArray[np.float32]
 MAX_PARTS = 8
 MIN_LINK_ROWS = 16_384  # fewer saved rows than this (24 MiB at 384 dimensions) are written again, not linked
-
-
-def array_writer(array: npt.NDArray[Any]) -> Callable[[Any], object]:
-    """A writer (`engram.store.snapshot.Writer`) of one array as a .npy file, no pickled objects."""
-
-    def write(handle: Any) -> None:
-        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-
-    return write
 
 
 def part_name(role: str, index: int) -> str:

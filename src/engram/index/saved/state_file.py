@@ -34,8 +34,8 @@ from engram.index.state.index_state import IndexState
 from engram.index.view.edges import derive_edges
 from engram.index.view.saved_walk import current_base, patchable, restore_walk, walk_files
 from engram.store.rows import PassageRow
-from engram.store.snapshot import ROLES, PendingCheck, Writer, verified_files
-from engram.store.snapshot_parts import SavedFile, SavedPart, array_writer, key_name, part_name, part_names
+from engram.store.snapshot import ROLES, PendingCheck, Writer, array_writer, verified_files
+from engram.store.snapshot_parts import SavedFile, SavedPart, key_name, part_name, part_names
 
 FORMAT = 2
 STATUS = ("done", "failed", "pending")

@@ -26,8 +26,7 @@ import scipy.sparse as sp
 from engram.graph.ppr import restored_walk
 from engram.index.state.index_state import IndexState
 from engram.index.state.patch_base import PatchBase
-from engram.store.snapshot import PendingCheck, Writer
-from engram.store.snapshot_parts import array_writer
+from engram.store.snapshot import PendingCheck, Writer, array_writer
 
 NAMES = (
     "indptr",
