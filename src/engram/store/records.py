@@ -22,12 +22,12 @@ from engram.errors import InputError, MemoryFormatError
 from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
-from engram.store.sqlite_file import check_records_file, damaged, is_damage, loads_column, make_private
+from engram.store.sqlite_file import damaged, is_damage, loads_column, make_private
 from engram.store.sqlite_schema import SCHEMA, commit_log, linked_column, write_ahead_log
 
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
-__all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore", "check_records_file"]
+__all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore"]
 
 class RecordStore:
     """The directory backend of `engram.store.base.Store`."""
