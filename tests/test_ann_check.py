@@ -96,7 +96,7 @@ def test_a_file_replaced_after_the_check_began_is_checked_again(
             check = ann_cache.start_check(tmp_path / "m")
             assert check is not None and check.error() == ""
             change()
-            assert ann_cache.load_ann(tmp_path / "m", state, state.saved_as, check)
+            assert ann_cache.load_ann(tmp_path / "m", state, state.caches.saved_as, check)
             assert len(calls) == expected
 
 

@@ -189,7 +189,7 @@ def test_the_checksum_begun_at_open_is_used_unless_the_file_changed(
             assert codes_of(memory).mapped
     with caplog.at_level(logging.WARNING), opened(on, "on") as memory, opened(off, "off") as oracle:
         memory.stats()  # opened: the state is read, the codes' check begun
-        loader = memory.live.state.fact_codes.loader  # type: ignore[union-attr]
+        loader = memory.live.state.caches.fact_codes.loader  # type: ignore[union-attr]
         assert isinstance(loader, functools.partial) and loader.args[2] is not None
         assert loader.args[2].error() == ""  # open's check passed on the file as it was
         data = bytearray((folder / "fact.codes.npy").read_bytes())

@@ -52,9 +52,11 @@ def test_the_first_view_after_an_open_is_the_saved_one_and_patches_on(tmp_path: 
     assert all((snapshot(tmp_path / "m") / name).exists() for name in FILES)
     with rooms_at(tmp_path / "m") as memory:
         state = memory.live.load()
-        assert state.patch_base is not None and state.base_check is not None  # mapped, checked on a thread
+        assert (
+            state.caches.patch_base is not None and state.caches.base_check is not None
+        )  # mapped, checked on a thread
         first = memory.live.current()
-        assert first.patched and state.base_check is None  # taken as saved, not built
+        assert first.patched and state.caches.base_check is None  # taken as saved, not built
         assert not first.walk.matrix.data.flags.writeable  # the saved file's read-only map, not a copy
         identical(first, built(state))
         assert ranked(memory) == before
@@ -66,7 +68,7 @@ def test_the_first_view_after_an_open_is_the_saved_one_and_patches_on(tmp_path: 
     for name in FILES:  # the same memory opened without a saved walk: the same answers
         (snapshot(tmp_path / "m") / name).unlink(missing_ok=True)
     with rooms_at(tmp_path / "m") as memory:
-        assert memory.live.load().patch_base is None
+        assert memory.live.load().caches.patch_base is None
         assert ranked(memory) == after
 
 
@@ -103,20 +105,18 @@ def test_a_memory_built_and_closed_without_a_view_saves_no_graph(tmp_path: Path)
         memory.index(DOCS, extractions=EXTRACTIONS)
     assert not any((snapshot(tmp_path / "m") / name).exists() for name in FILES)
     with rooms_at(tmp_path / "m") as memory:
-        assert memory.live.load().patch_base is None
+        assert memory.live.load().caches.patch_base is None
         first = memory.live.current()
         assert not first.patched
         identical(first, built(memory.live.load()))
 
 
-def test_saved_arrays_that_do_not_fit_the_state_are_not_used(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_saved_arrays_that_do_not_fit_the_state_are_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     closed_after_a_query(tmp_path / "m")
     folder = snapshot(tmp_path / "m")
     sums = {name: "unchecked" for name in FILES}
     state = IndexState(64, CONFIG.graph)  # an empty state: no phrase or passage rows
     with caplog.at_level(logging.WARNING):
         restore_walk(state, folder, sums, {"n_phrases": 0, "nodes": 3})
-    assert state.patch_base is None and state.base_check is None
+    assert state.caches.patch_base is None and state.caches.base_check is None
     assert "saved walk" in caplog.text and "do not fit" in caplog.text

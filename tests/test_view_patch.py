@@ -27,12 +27,12 @@ from test_continual import CONFIG, Live, apply, matches_oracle, observe, operati
 
 def built(state: IndexState) -> GraphIndex:
     """The view built from scratch, leaving the state's patch base as it was."""
-    saved = state.patch_base, state.touched, state.synonyms.touched
-    state.forget_patch_base()
+    saved = state.caches.patch_base, state.caches.touched, state.synonyms.touched
+    state.caches.forget_patch_base()
     try:
         return view(state)
     finally:
-        state.patch_base, state.touched, state.synonyms.touched = saved
+        state.caches.patch_base, state.caches.touched, state.synonyms.touched = saved
 
 
 def identical(a: GraphIndex, b: GraphIndex) -> None:
@@ -101,7 +101,7 @@ def test_many_changes_rebuild_instead(tmp_path: Path, monkeypatch: pytest.Monkey
         two = [("doc1", ([("Anna Berg", "founded", "mill town")], True, 1)), ("doc2", ([], False, 2))]
         apply(memory, live, ("index", two), known)
         state = memory.live.load()
-        assert state.patch_base is None and state.touched is None  # past the limit: nothing more recorded
+        assert state.caches.patch_base is None and state.caches.touched is None  # past the limit: nothing more recorded
         current = memory.live.current()
         assert not current.patched
         identical(current, built(state))

@@ -110,13 +110,13 @@ class LiveIndex:
                 self.state, changed, token = self._load_state(generation)
                 spill_vectors(self.root, self.state)  # rows a rebuild from the records appended
                 restored = token is not None
-                self.state.saved_as = token
+                self.state.caches.saved_as = token
                 if self.root is not None:
                     # at open, the codes are hashed while the caller goes on; a reload (another process
                     # committed), which may see no query before the next one, leaves that to its first search
                     coded = opening and available() and use_codes(self.config, len(self.state.facts))
                     check = check_codes(self.root, self.state) if coded else None
-                    self.state.fact_codes.loader = partial(load_codes, self.root, self.state, check)
+                    self.state.caches.fact_codes.loader = partial(load_codes, self.root, self.state, check)
                 if self.state.synonyms.ann_min_rows is not None and self.root is not None:
                     self._lazy_ann(self.root, self.state)
                 if changed:  # synonym lists computed on load: keep them
@@ -157,7 +157,7 @@ class LiveIndex:
     @staticmethod
     def _lazy_ann(root: Path, state: IndexState, check: PendingCheck | None = None) -> None:
         """Load the saved phrase ANN index when a synonym search first wants it (opening does not read it)."""
-        state.synonyms.ann_loader = lambda: load_ann(root, state, state.saved_as, check)
+        state.synonyms.ann_loader = lambda: load_ann(root, state, state.caches.saved_as, check)
 
     def _checking_ann(self, state: IndexState) -> PendingCheck | None:
         """For a change: start checking the saved ANN index's files on a thread while the change builds its tables
@@ -212,7 +212,7 @@ class LiveIndex:
             return any(thread != me for thread in self._last_reads)
 
     def _derive(self, state: IndexState) -> GraphIndex:
-        derived = view(state).warm()
+        derived = view(state)
         if self.warm is not None:
             self.warm(derived)
         return derived
@@ -309,5 +309,7 @@ class LiveIndex:
             if self.state is not None and self.dirty and self.root is not None:
                 save_snapshot(self.root, self.generation, self.state)
                 self.dirty = self._snapshot_damaged = False
-            elif self.state is not None and self.root is not None and self.state.saved_as is not None:
-                save_codes(self.root, self.state, self.state.saved_as, encode=False)  # codes this process encoded
+            elif self.state is not None and self.root is not None and self.state.caches.saved_as is not None:
+                save_codes(
+                    self.root, self.state, self.state.caches.saved_as, encode=False
+                )  # codes this process encoded

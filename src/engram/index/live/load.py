@@ -263,4 +263,4 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         state.vectors[role].relocate(relocated(snapshot_dir(root, generation), sums, role, saved[role]))
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
     save_codes(root, state, sums["state.json"])
-    state.saved_as = sums["state.json"]
+    state.caches.saved_as = sums["state.json"]

@@ -47,8 +47,8 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     at most `ADDED_SHARE` of its saved graph keeps that file as it is and writes the additions beside it."""
     index = state.synonyms.ann
     if index is None:
-        if token is not None and state.saved_as is not None:
-            _rename_state(root / "index" / "ann", state.saved_as, token)
+        if token is not None and state.caches.saved_as is not None:
+            _rename_state(root / "index" / "ann", state.caches.saved_as, token)
         return
     folder = root / "index" / "ann"
     folder.mkdir(parents=True, exist_ok=True)

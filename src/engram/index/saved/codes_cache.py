@@ -62,7 +62,7 @@ def check_codes(root: Path, state: IndexState) -> PendingCheck | None:
     restored from (None otherwise): `load_codes` takes its result instead of hashing the file again."""
     folder = _folder(root)
     manifest = _manifest(folder)
-    if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
+    if manifest is None or state.caches.saved_as is None or manifest.get("state") != state.caches.saved_as:
         return None
     files = manifest.get("files")
     if not isinstance(files, dict) or not isinstance(files.get(CODES_FILE), str):
@@ -77,7 +77,7 @@ def load_codes(root: Path, state: IndexState, check: PendingCheck | None = None)
     manifest names now, else stopped and the file hashed here."""
     folder = _folder(root)
     manifest = _manifest(folder)
-    if manifest is None or state.saved_as is None or manifest.get("state") != state.saved_as:
+    if manifest is None or state.caches.saved_as is None or manifest.get("state") != state.caches.saved_as:
         if check is not None:
             check.cancel()
         return None
@@ -127,11 +127,11 @@ def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -
     score facts through codes. Without `encode` (a close that wrote no snapshot) codes saved for another state,
     perhaps a newer one, are left as they are. A failure to write is logged, not raised: the codes are a cache."""
     size = len(state.facts)
-    if not available() or not use_codes(state.config, size) or (not encode and state.fact_codes.saved() is None):
+    if not available() or not use_codes(state.config, size) or (not encode and state.caches.fact_codes.saved() is None):
         return
-    folder, codes = _folder(root), state.fact_codes
+    folder, codes = _folder(root), state.caches.fact_codes
     manifest = _manifest(folder)
-    same = manifest is not None and state.saved_as is not None and manifest.get("state") == state.saved_as
+    same = manifest is not None and state.caches.saved_as is not None and manifest.get("state") == state.caches.saved_as
     if manifest is not None and not same and not encode:
         return
     try:

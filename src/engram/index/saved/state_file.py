@@ -175,8 +175,8 @@ def restore_state(
         raise
     if state is None or not vectors.passed():
         vectors.cancel()
-        if state is not None and state.base_check is not None:
-            state.base_check.cancel()
+        if state is not None and state.caches.base_check is not None:
+            state.caches.base_check.cancel()
         return None
     return state, sums["state.json"]
 

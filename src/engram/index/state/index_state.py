@@ -9,7 +9,6 @@ scratch on the surviving documents.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,16 +20,13 @@ from engram.errors import InputError
 from engram.graph import ann
 from engram.graph.build import normalize_triple
 from engram.graph.synonyms import SynonymLists
-from engram.index.state.coded_rows import CodedRows
 from engram.index.state.fact_pair_keys import FactRows, PairCounts
 from engram.index.state.key_rows import KeyRows
-from engram.index.state.patch_base import PatchBase, Touched
 from engram.index.state.phrase_names import NameTable
 from engram.index.state.rows import Rows, SortedKeys
 from engram.index.state.saved_tables import Pairs, RowSets, Triples
-from engram.index.state.spare_arrays import Spares
+from engram.index.state.state_caches import StateCaches
 from engram.store.records import PassageRow
-from engram.store.snapshot import PendingCheck
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
@@ -67,6 +63,9 @@ class Changes:
 
 
 class IndexState:
+    """The graph's tables, changed in place per passage (`add_passage`, `set_triples`, `remove_passage`) and read
+    by `engram.index.view.graph_index.view` at each commit; `caches` holds what only speeds that up."""
+
     def __init__(self, dim: int, config: GraphConfig) -> None:
         self.config = config
         self.passages: list[PassageRow] = []
@@ -97,24 +96,18 @@ class IndexState:
         self.facts = Triples()  # (subject, relation, object) of each fact row
         self.fact_row = FactRows()  # the saved facts' arrays after a restore, searched by key
         self.fact_phrases = Pairs()  # (subject row, object row) of each fact
-        self._fact_phrase_array: IntArray = np.zeros((0, 2), dtype=np.int64)
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation = PairCounts()  # pair -> facts joining it
         self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
-        self.fact_codes = CodedRows(self.vectors["fact"])  # filled by the first query that uses it (view())
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
-        self.saved_as: str | None = None  # the saved state (its state.json checksum) whose rows these rows are
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on
         # the order documents arrived in
         self.passage_order: SortedKeys[str] = SortedKeys()
         self.phrase_order: SortedKeys[str] = SortedKeys()
         self.fact_order: SortedKeys[Triple] = SortedKeys()
-        # the last view's edge arrays and what changed since, while patching the next view is cheaper
-        self.patch_base: PatchBase | None = None
-        self.spares = Spares()  # memory of patched views no longer read, for the next patch's arrays
-        self.touched: Touched | None = None
-        self.base_check: PendingCheck | None = None  # a restored patch base's checksums, computed on a thread
+        # what only makes the next view faster to derive (the last view's edges to patch, fact codes, ...)
+        self.caches = StateCaches(self.vectors["fact"], self.synonyms)
 
     # passages -----------------------------------------------------------------------------------------
     def add_passage(self, row: PassageRow, vector: Vectors) -> int:
@@ -126,7 +119,7 @@ class IndexState:
             self.hash_rows.setdefault(row.content_hash, set()).add(existing)
             self.passages[existing] = row
             self.passage_alive[existing] = True
-            self._touch_passage(existing)
+            self.caches.touch_passage(existing)
             self._tally(existing, +1)
             self.passage_order.touch(row.id, existing)
             self.vectors["passage"].set_row(existing, vector.reshape(-1))
@@ -141,7 +134,7 @@ class IndexState:
         self.passage_facts.append(frozenset())
         self.passage_context.append(np.zeros(0, dtype=np.int64))
         self.passage_dropped.append(0)
-        self._touch_passage(index)
+        self.caches.touch_passage(index)
         self.vectors["passage"].append(vector.reshape(1, -1))
         self._tally(index, +1)
         return index
@@ -178,7 +171,7 @@ class IndexState:
 
     def set_triples(self, index: int, status: str, triples: Sequence[Sequence[object]]) -> None:
         """Replace a passage's facts (its status is "done", "failed" or "pending")."""
-        self._touch_passage(index)
+        self.caches.touch_passage(index)
         normalised = [normalize_triple(t) for t in triples]
         keys = {k for k in normalised if k is not None}
         new = frozenset(self._fact(k) for k in keys)
@@ -224,8 +217,7 @@ class IndexState:
                     self._ref(p, +1)
         for pair in self._pairs(now) - before:
             self.relation[pair] = self.relation.get(pair, 0) + 1
-            if self.touched is not None:
-                self.touched.relation.add(pair)
+            self.caches.touch_relation(pair)
 
     def _withdraw(self, removed: frozenset[int], before_facts: frozenset[int]) -> None:
         after = self._pairs(before_facts - removed)
@@ -235,8 +227,7 @@ class IndexState:
                 self.relation[pair] = left
             else:
                 del self.relation[pair]
-            if self.touched is not None:
-                self.touched.relation.add(pair)
+            self.caches.touch_relation(pair)
         for f in removed:
             self.fact_support[f] -= 1
             if self.fact_support[f] == 0:
@@ -290,20 +281,6 @@ class IndexState:
                 self._fact_alive = grown
         return row
 
-    def _touch_passage(self, index: int) -> None:
-        if self.touched is not None:
-            self.touched.passages.add(index)
-            if self.touched.full():
-                self.forget_patch_base()
-
-    def keep_patch_base(self, base: PatchBase) -> None:
-        """Hold the view just derived as the base of the next one's patch, and record changes from now on."""
-        self.patch_base, self.touched = base, Touched(base.touch_limit())
-        self.synonyms.touched = set()
-
-    def forget_patch_base(self) -> None:
-        self.patch_base = self.touched = self.synonyms.touched = None
-
     def canonical_nodes(self, order: dict[str, IntArray]) -> IntArray:
         """The graph's nodes in canonical order, as rows of the node space (phrase rows, then passage rows after
         them), from `canonical_rows()`."""
@@ -330,7 +307,7 @@ class IndexState:
         self._alive_mask = np.array(self.phrase_refs, dtype=np.int64) > 0
         self._fact_alive = np.array(self.fact_support, dtype=np.int64) > 0
         self._relations = {r: r for r in relations}
-        self._fact_phrase_array = self.fact_phrases.saved
+        self.caches.restored(self.fact_phrases)
 
     def phrase_alive_mask(self) -> npt.NDArray[np.bool_]:
         """phrase_refs > 0, one bool per phrase row (a copy)."""
@@ -343,14 +320,8 @@ class IndexState:
         return mask
 
     def fact_phrase_array(self) -> IntArray:
-        """`fact_phrases` as an (n, 2) array, extended with the facts added since the last call (the list only
-        grows), so a commit does not convert every fact again. A new array each time it grows."""
-        done, total = len(self._fact_phrase_array), len(self.fact_phrases)
-        if done < total:
-            added = itertools.chain.from_iterable(self.fact_phrases.added_since(done))
-            fresh = np.fromiter(added, dtype=np.int64, count=2 * (total - done)).reshape(-1, 2)
-            self._fact_phrase_array = np.concatenate([self._fact_phrase_array, fresh])
-        return self._fact_phrase_array
+        """`fact_phrases` as an (n, 2) array (kept up to date by the caches, not converted again per commit)."""
+        return self.caches.fact_phrase_array(self.fact_phrases)
 
     # vectors and synonyms -----------------------------------------------------------------------------
     def missing_vectors(self) -> dict[str, list[int]]:

@@ -1,5 +1,6 @@
 """The edge arrays of a view - relation table, context table and the canonical adjacency the walk is made of -
-built from the state, or patched from the previous view's when few edges changed since (`IndexState.touched`).
+built from the state, or patched from the previous view's when few edges changed since (the state's
+`StateCaches`: its patch base and what was touched since).
 
 Patching keeps the previous arrays' untouched entries and merges the touched ones in, recomputed as a build
 computes them: a relation pair's support, a synonym pair's cosine, a passage's context edges, and a pair's
@@ -52,11 +53,11 @@ def derive_edges(
     state: IndexState, alive: BoolArray, node_rows: IntArray, synonyms: tuple[IntArray, FloatArray]
 ) -> Edges:
     """The view's edge arrays (patched when the state holds a base and its changes), kept as the next base."""
-    if state.base_check is not None:  # a restored base: used once its files' checksums match
-        check, state.base_check = state.base_check, None
+    if state.caches.base_check is not None:  # a restored base: used once its files' checksums match
+        check, state.caches.base_check = state.caches.base_check, None
         if not check.passed():
-            state.forget_patch_base()
-    base, touched, n_phrases = state.patch_base, state.touched, len(state.phrases)
+            state.caches.forget_patch_base()
+    base, touched, n_phrases = state.caches.patch_base, state.caches.touched, len(state.phrases)
     size, weight = n_phrases + len(state.passages), state.config.context_weight
     syn_touched = state.synonyms.touched
     edges: Edges | None = None
@@ -79,7 +80,7 @@ def derive_edges(
     edges.phrase_passages.setflags(write=False)  # the view's and the next patch's base: shared, never changed
     kept = PatchBase(edges.adjacency, node_rows, n_phrases, edges.relation, edges.support, edges.relation_keys,
                      edges.context, edges.phrase_passages, edges.walk)  # fmt: skip
-    state.keep_patch_base(kept)
+    state.caches.keep_patch_base(kept)
     return edges
 
 
@@ -215,7 +216,7 @@ def _patch_adjacency(
     order = np.argsort(keys, kind="stable")
     keys, data = keys[order], np.concatenate([kept_data, add_data])[order]
     walk = base.walk.matrix.data
-    matrix, carried, copied, runs = assemble(old, walk, remap, old_of, redo, keys, data, n_new, state.spares)
+    matrix, carried, copied, runs = assemble(old, walk, remap, old_of, redo, keys, data, n_new, state.caches.spares)
     return matrix, patched_walk(matrix, base.walk, old_of, copied, carried, runs)
 
 

@@ -40,8 +40,29 @@ __all__ = ["GraphIndex", "fact_text", "passage_text", "view"]
 T = TypeVar("T")
 
 
+class ViewCache:
+    """Values derived from one view on first use (its row-space adjacency, retrieval methods' lookup tables), by
+    key. A value is built once, by whichever reader asks first; the others wait for it. One re-entrant lock, as
+    a value may be built from another."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, object] = {}
+        self._lock = threading.RLock()
+
+    def get(self, key: str, build: Callable[[], T]) -> T:
+        """The value kept under `key`, built by `build` if there is none yet."""
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = build()
+            return cast(T, self._values[key])
+
+
 @dataclass
 class GraphIndex:
+    """One commit's graph, read-only: tables, alive masks, shared vector rows, the canonical walk, and the scores
+    and Personalized PageRank retrieval reads from them (see the module docstring); `cache` keeps what readers
+    derive from it."""
+
     passages: list[PassageRow]
     passage_alive: BoolArray
     passage_vectors: RowView
@@ -63,20 +84,16 @@ class GraphIndex:
     names: NameSnapshot  # folded phrase names and per-word passage counts (engram.retrieve.links)
     patched: bool = False  # edge arrays patched from the previous view's (engram.index.view.edges)
     fact_codes: CodedRows | None = None  # scores the best and worst facts of `fact_scores(..., top)` (or None)
-    _adjacency: list[sp.csr_matrix] = field(default_factory=list)
-    _cache_lock: threading.Lock = field(default_factory=threading.Lock)  # caches built once, not per reader
-    _memo: dict[str, object] = field(default_factory=dict)
-    _memo_lock: threading.RLock = field(default_factory=threading.RLock)  # a memo may build on another
+    cache: ViewCache = field(default_factory=ViewCache)  # what readers derive from it, once
 
     @property
     def adjacency(self) -> sp.csr_matrix:
         """The symmetric adjacency matrix in row space (derived on first use: retrieval walks the canonical
         graph, `walk`)."""
-        with self._cache_lock:
-            if not self._adjacency:
-                n_passages = len(self.passages)
-                self._adjacency.append(assemble_adjacency(self.tables, n_passages, self.synonyms, self.context_weight))
-            return self._adjacency[0]
+        return self.memo(
+            "adjacency",
+            lambda: assemble_adjacency(self.tables, len(self.passages), self.synonyms, self.context_weight),
+        )
 
     def ppr(self, resets: npt.ArrayLike, damping: float, top: int | None = None) -> FloatArray:
         """Personalized PageRank with reset weights given in row space ((phrase rows + passage rows) x q, or
@@ -182,16 +199,8 @@ class GraphIndex:
 
     def memo(self, key: str, build: Callable[[], T]) -> T:
         """A value derived from this view (a retrieval method's lookup table), built once by whichever reader
-        asks first (the others wait for it) and kept as long as the view lives."""
-        with self._memo_lock:
-            if key not in self._memo:
-                self._memo[key] = build()
-            return cast(T, self._memo[key])
-
-    def warm(self) -> GraphIndex:
-        """Build what readers of this view would otherwise build first (on a writer's thread); the scores
-        need no cache now, so this is a hook for the callers that warm a view (LiveIndex)."""
-        return self
+        asks first and kept as long as the view lives (`ViewCache.get`)."""
+        return self.cache.get(key, build)
 
     def dense_scores(self, query_vectors: npt.ArrayLike) -> FloatArray:
         return self._scores(self.passage_vectors, self.passage_alive, query_vectors)
@@ -302,7 +311,7 @@ def view(state: IndexState) -> GraphIndex:
         fact_rank=rows.fact_rank,
         names=rows.names,
         patched=edges.patched,
-        fact_codes=state.fact_codes if use_codes(state.config, len(state.facts)) else None,
+        fact_codes=state.caches.fact_codes if use_codes(state.config, len(state.facts)) else None,
     )
 
 

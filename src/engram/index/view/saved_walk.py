@@ -9,7 +9,7 @@ does anyway, and at the end of a large build it would add its arrays to the buil
 100k passages, bench/README.md). So a memory built and closed with no query in between saves no graph; the next
 session that reads it and writes saves one. `restore_walk` maps them read-only at open and
 holds them as the patch base, while a thread computes their checksums; the first view waits for that check
-(`IndexState.base_check`) and builds from the edges as before when a file does not match. Files that do not
+(`StateCaches.base_check`) and builds from the edges as before when a file does not match. Files that do not
 fit the state (sizes, node counts) are not used either. Either way the view is the built one to the bit.
 """
 
@@ -51,7 +51,7 @@ Array = npt.NDArray[Any]
 def current_base(state: IndexState, node_rows: npt.NDArray[np.int64]) -> PatchBase | None:
     """The state's patch base when it is the current graph: nothing touched since it was taken, the same
     phrase rows and the same canonical nodes (`node_rows`)."""
-    base, touched, pairs = state.patch_base, state.touched, state.synonyms.touched
+    base, touched, pairs = state.caches.patch_base, state.caches.touched, state.synonyms.touched
     if base is None or touched is None or pairs is None or touched.relation or touched.passages or pairs:
         return None
     if base.n_phrases != len(state.phrases) or not np.array_equal(base.node_rows, node_rows):
@@ -61,8 +61,13 @@ def current_base(state: IndexState, node_rows: npt.NDArray[np.int64]) -> PatchBa
 
 def patchable(state: IndexState) -> bool:
     """Whether the state holds a base that the changes recorded since it can patch (not past their limit)."""
-    touched, pairs = state.touched, state.synonyms.touched
-    return state.patch_base is not None and touched is not None and pairs is not None and len(pairs) <= touched.limit
+    touched, pairs = state.caches.touched, state.synonyms.touched
+    return (
+        state.caches.patch_base is not None
+        and touched is not None
+        and pairs is not None
+        and len(pairs) <= touched.limit
+    )
 
 
 def walk_files(state: IndexState, node_rows: npt.NDArray[np.int64]) -> tuple[dict[str, Writer], dict[str, int] | None]:
@@ -101,8 +106,8 @@ def restore_walk(state: IndexState, folder: Path, sums: dict[str, str], meta: di
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("saved walk in %s is not used (%s): the first query builds it", folder, exc)
         return
-    state.keep_patch_base(base)
-    state.base_check = PendingCheck(folder, sums, list(FILES))
+    state.caches.keep_patch_base(base)
+    state.caches.base_check = PendingCheck(folder, sums, list(FILES))
 
 
 def _base(arrays: dict[str, Array], n_phrases: int, nodes: int, phrases: int, passages: int) -> PatchBase:
