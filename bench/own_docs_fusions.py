@@ -9,6 +9,11 @@ new idea is a function in CANDIDATES and a re-run, not a change to the library. 
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/own_docs_fusions.py
         [--corpus manpages,git-relnotes,manpages-5,debian-changelogs] [--cache DIR] [--out FILE.json]
+        [--musique ../shared/data/musique-1890]
+
+With --musique, a last column gives each fusion's recall@1/@2/@5 on the 50 shared MuSiQue questions (the share
+of a question's gold passages among the first k, averaged; the memory of its 1,890 passages is built into the
+cache once, a few minutes): multi-hop questions, where a fusion must keep the passages both signals half-like.
 
 python-packages is held out from fusion choices: pass it by name only to check a choice already made.
 """
@@ -24,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr, logsumexp
 from scipy.stats import gamma
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,6 +95,15 @@ def evidence(log_tail: Array) -> Array:
     return best_of_n_surprisal(log_tail, log_tail.shape[1])
 
 
+def averaged_shares(*log_tails: Array) -> Array:
+    """log of the mean over signals of each signal's distribution over passages, a passage weighed by 1 / p
+    (its tail probability): Bayesian model averaging over which signal is right for the query, so a signal whose
+    mass is shared by many alike passages gives way to one whose mass is held by a single passage."""
+    shares = [-lt - logsumexp(-lt, axis=1, keepdims=True) for lt in log_tails]
+    out: Array = logsumexp(np.stack(shares), axis=0) - math.log(len(shares))
+    return out
+
+
 def rrf(dense: Array, lexical: Array, k: float = 60.0) -> Array:
     """Reciprocal rank fusion (Cormack, Clarke and Büttcher, SIGIR 2009)."""
     out = np.zeros_like(dense)
@@ -104,6 +118,7 @@ CANDIDATES: dict[str, Fusion] = {
     "bm25": lambda d, b: b,
     "significance (library default)": lambda d, b: significance_scores(d, b),
     "normal + gamma, written here": lambda d, b: evidence(normal_log_tail(d)) + evidence(gamma_log_tail(b)),
+    "mixture: shares by 1 / p, averaged": lambda d, b: averaged_shares(normal_log_tail(d), gamma_log_tail(b)),
     "weighted, share 0.2": lambda d, b: hybrid_scores(d, b, 0.2),
     "reciprocal rank fusion, k = 60": rrf,
     "max(normal, gamma)": lambda d, b: np.maximum(evidence(normal_log_tail(d)), evidence(gamma_log_tail(b))),
@@ -137,6 +152,25 @@ def score_arrays(memory: Memory, questions: list[str], prefix: str, golds: list[
     return {"dense": cos, "bm25": lex, "gold": gold}
 
 
+def musique_arrays(data: Path, cache: Path) -> dict[str, Array]:
+    """`score_arrays` on the shared MuSiQue data (gold: the passages of a question's gold documents)."""
+    from engram.eval.data import load_corpus
+    from engram.eval.data import load_questions as load_musique
+
+    questions = load_musique(data / "questions.jsonl")
+    with Memory(cache / "musique.engram", llm=False) as memory:
+        if not memory.stats()["passages"]:
+            memory.index(load_corpus(data / "corpus.jsonl"), extractions=data / "openie-gpt-3.5-turbo-1106.jsonl")
+        return score_arrays(memory, [q.question for q in questions], "", [set(q.gold) for q in questions])
+
+
+def recall_at(scores: Array, gold: npt.NDArray[np.bool_], k: int) -> float:
+    """The share of each question's gold passages among its first k, averaged over the questions."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    hits = np.take_along_axis(gold, order, axis=1)[:, :k].sum(axis=1)
+    return float((hits / np.maximum(gold.sum(axis=1), 1)).mean())
+
+
 def first_gold(scores: Array, gold: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     """1-based rank of each question's first gold passage (a large number when there is none)."""
     order = np.argsort(-scores, axis=1, kind="stable")
@@ -149,6 +183,7 @@ def main() -> int:
     parser.add_argument("--corpus", default=",".join(TUNING), help="comma-separated corpora of own_docs.py")
     parser.add_argument("--cache", type=Path, default=default_cache(), help="own_docs.py's cache")
     parser.add_argument("--out", type=Path, help="write the table as JSON here too")
+    parser.add_argument("--musique", type=Path, help="the shared MuSiQue data folder: add its recall column")
     args = parser.parse_args()
     names = [c for c in args.corpus.split(",") if c]
     results: dict[str, dict[str, list[float]]] = {name: {} for name in CANDIDATES}
@@ -165,10 +200,22 @@ def main() -> int:
         for name, fusion in CANDIDATES.items():
             ranks = first_gold(fusion(arrays["dense"], arrays["bm25"]), arrays["gold"])
             results[name][corpus] = [float((ranks <= 1).mean()), float((ranks <= 5).mean())]
+    if args.musique:
+        if not (args.musique / "corpus.jsonl").exists():
+            print(f"no MuSiQue data at {args.musique}", file=sys.stderr)
+            return 2
+        arrays = musique_arrays(args.musique, args.cache)
+        for name, fusion in CANDIDATES.items():
+            fused = fusion(arrays["dense"], arrays["bm25"])
+            results[name]["musique"] = [recall_at(fused, arrays["gold"], k) for k in (1, 2, 5)]
     width = max(len(name) for name in CANDIDATES)
-    print(f"{'top-1 / top-5':<{width}}  " + "  ".join(f"{c[:13]:>13}" for c in names))
+    head = "  ".join(f"{c[:13]:>13}" for c in names) + ("   musique r@1/@2/@5" if args.musique else "")
+    print(f"{'top-1 / top-5':<{width}}  " + head)
     for name, row in results.items():
-        print(f"{name:<{width}}  " + "  ".join(f"{row[c][0]:.3f} / {row[c][1]:.3f}" for c in names))
+        cells = "  ".join(f"{row[c][0]:.3f} / {row[c][1]:.3f}" for c in names)
+        if args.musique:
+            cells += "   " + " / ".join(f"{x:.3f}" for x in row["musique"])
+        print(f"{name:<{width}}  " + cells)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
