@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS llm_usage (
     completion_tokens BIGINT NOT NULL DEFAULT 0, cache_hits BIGINT NOT NULL DEFAULT 0,
     retries BIGINT NOT NULL DEFAULT 0, failures BIGINT NOT NULL DEFAULT 0, updated DOUBLE PRECISION NOT NULL);
 CREATE TABLE IF NOT EXISTS commits (generation BIGINT PRIMARY KEY, change TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (
+    content_hash TEXT PRIMARY KEY, worker TEXT NOT NULL, expires DOUBLE PRECISION NOT NULL);
 INSERT INTO meta (key, value) VALUES ('generation', '0') ON CONFLICT (key) DO NOTHING;
 """
 
@@ -170,6 +172,8 @@ def _check_identity(conn: Any, location: str, identity: dict[str, Any]) -> None:
                 f"{location} has {key.replace('_', ' ')} {stored[key]}; this engram reads up to {wanted[key]}: "
                 "upgrade engram"
             )
+    if int(stored.get("schema_version", "0")) < SCHEMA_VERSION:  # version 3: the claims table, made by TABLES
+        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (wanted["schema_version"],))
     if stored.get("embedder") != wanted["embedder"]:
         raise EmbedderMismatchError(
             f"{location} was written with embedder {stored.get('embedder')}, but {wanted['embedder']} is "
