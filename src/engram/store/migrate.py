@@ -12,15 +12,10 @@ from pathlib import Path
 
 from engram.errors import MemoryFormatError
 
-SCHEMA_VERSION = 3  # meta "schema_version"; no key: version 1
+SCHEMA_VERSION = 2  # meta "schema_version"; no key: version 1
 # Version 2: an LLM extraction's `source` is "MODEL-IDENTITY PROMPT-VERSION"; version 1 recorded the model's
 # identity alone, and every version-1 LLM extraction was made with the prompts of version "openie/1".
 _V1_PROMPTS = "openie/1"
-# Version 3: the `claims` table (leases on extraction work, so that several `engram extract` processes never
-# send one passage twice); an engram before it would extract without claiming, so it is refused ("upgrade").
-CLAIMS_TABLE = (
-    "CREATE TABLE IF NOT EXISTS claims (content_hash TEXT PRIMARY KEY, worker TEXT NOT NULL, expires REAL NOT NULL)"
-)
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:
@@ -37,15 +32,12 @@ def migrate(db: sqlite3.Connection, path: Path) -> None:
     try:
         db.execute("BEGIN IMMEDIATE")
         found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(found[0]) if found and str(found[0]).isdigit() else 1
-        if version < SCHEMA_VERSION:
-            if version < 2:
-                db.execute(
-                    "UPDATE extractions SET source = source || ' ' || ? "
-                    "WHERE source NOT LIKE 'import%' AND source NOT LIKE 'offline:%' AND source NOT LIKE '% %'",
-                    (_V1_PROMPTS,),
-                )
-            db.execute(CLAIMS_TABLE)
+        if not (found and str(found[0]).isdigit() and int(found[0]) >= SCHEMA_VERSION):
+            db.execute(
+                "UPDATE extractions SET source = source || ' ' || ? "
+                "WHERE source NOT LIKE 'import%' AND source NOT LIKE 'offline:%' AND source NOT LIKE '% %'",
+                (_V1_PROMPTS,),
+            )
             db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )

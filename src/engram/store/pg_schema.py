@@ -172,8 +172,6 @@ def _check_identity(conn: Any, location: str, identity: dict[str, Any]) -> None:
                 f"{location} has {key.replace('_', ' ')} {stored[key]}; this engram reads up to {wanted[key]}: "
                 "upgrade engram"
             )
-    if int(stored.get("schema_version", "0")) < SCHEMA_VERSION:  # version 3: the claims table, made by TABLES
-        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (wanted["schema_version"],))
     if stored.get("embedder") != wanted["embedder"]:
         raise EmbedderMismatchError(
             f"{location} was written with embedder {stored.get('embedder')}, but {wanted['embedder']} is "

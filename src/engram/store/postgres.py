@@ -325,9 +325,7 @@ class PostgresStore:
             with self._claims_conn.transaction():
                 yield self._claims_conn
 
-    def claim_extractions(
-        self, worker: str, wanted: Sequence[tuple[str, int]], limit: int, lease: float
-    ) -> Claimed:
+    def claim_extractions(self, worker: str, wanted: Sequence[tuple[str, int]], limit: int, lease: float) -> Claimed:
         """Lease to `worker` up to `limit` of the `wanted` (content hash, attempts the worker saw) whose
         extraction is still as the worker saw it and that no other worker holds an unexpired lease on. Expired
         leases are taken with `SELECT ... FOR UPDATE SKIP LOCKED` (a row another claimer is taking this moment
@@ -412,9 +410,7 @@ class PostgresStore:
             if hashes is None:
                 db.execute("DELETE FROM claims WHERE worker = %s", (worker,))
             else:
-                db.execute(
-                    "DELETE FROM claims WHERE worker = %s AND content_hash = ANY(%s)", (worker, sorted(hashes))
-                )
+                db.execute("DELETE FROM claims WHERE worker = %s AND content_hash = ANY(%s)", (worker, sorted(hashes)))
 
     # embeddings -----------------------------------------------------------------------------------------
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:

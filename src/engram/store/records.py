@@ -23,7 +23,7 @@ from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
 from engram.store.rows import Claimed, ColumnLookup, ExtractionRow, PassageRow, parse_generation
 from engram.store.sqlite_file import damaged, is_damage, loads_column, make_private
-from engram.store.sqlite_schema import SCHEMA, commit_log, linked_column, write_ahead_log
+from engram.store.sqlite_schema import SCHEMA, claims_table, commit_log, linked_column, write_ahead_log
 
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
@@ -50,6 +50,7 @@ class RecordStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
             commit_log(self._db)
+            claims_table(self._db)
             self._linked = "linked" if linked_column(self._db) else "1"
             migrate(self._db, path)
         except sqlite3.Error as exc:
