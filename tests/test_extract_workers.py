@@ -26,9 +26,12 @@ from typing import Any
 import pytest
 
 from engram import Document, Memory
+from engram.embed import HashEmbedder
+from engram.errors import InputError
 from fake_openai import FakeOpenAI, openie_handler, passage_of, task_of
 from helpers import fake_llm_env
 from pg_fixture import backend_place, pg_server  # noqa: F401
+from rooms import Rooms
 
 PASSAGES = 200
 WORKERS = 4
@@ -70,7 +73,8 @@ def rows(where: str | Path, sql: str) -> list[tuple[Any, ...]]:
     conninfo, schema = where.rsplit("?schema=", 1) if "?schema=" in where else where.rsplit("&schema=", 1)
     with psycopg.connect(conninfo, autocommit=True) as db:
         db.execute(f'SET search_path TO "{schema}"')
-        return [tuple(r) for r in db.execute(sql).fetchall()]
+        cursor = db.execute(sql)
+        return [tuple(r) for r in cursor.fetchall()] if cursor.description is not None else []
 
 
 def pending_memory(where: str | Path) -> None:
@@ -190,3 +194,57 @@ def test_a_killed_worker_leaves_nothing_unfinished(place: Any, server: FakeOpenA
     assert twice <= held, f"sent twice: {sorted(twice)}; the killed worker held {sorted(held)}"
     assert by_victim - twice, "the killed worker stored nothing before it was killed"
     assert killed_at < len(server.requests), "the others had finished everything before the kill"
+
+
+def test_claims_by_content_hash_on_the_store(place: Any) -> None:
+    """The store contract two workers meet: a limit per claim, others' unexpired leases held, a stored result
+    releases its claim and is gone for the other worker, a lapsed lease is taken over, renewal and release."""
+    with Rooms(place("store"), HashEmbedder()) as rooms:
+        store = rooms.store
+        hashes = [f"{i:064x}" for i in range(5)]
+        wanted = [(h, 0) for h in hashes]
+        first = store.claim_extractions("a", wanted, 3, 60.0)
+        assert (first.taken, first.gone, first.held) == (hashes[:3], [], {})
+        second = store.claim_extractions("b", wanted, 10, 60.0)
+        assert second.taken == hashes[3:] and second.gone == []
+        assert {h: w for h, (w, _) in second.held.items()} == dict.fromkeys(hashes[:3], "a")
+        assert all(0 < left <= 60.0 for _, left in second.held.values())
+        store.put_extractions([(hashes[0], ["X"], [], 0)], "test", claim="a")  # stored: a's claim goes with it
+        store.put_failure(hashes[1], "scripted", "test", claim="a")
+        again = store.claim_extractions("b", wanted[:3], 10, 60.0)
+        assert (again.taken, sorted(again.gone), list(again.held)) == ([], hashes[:2], [hashes[2]])
+        store.renew_claims("a", [hashes[2]], 0.0)  # a's lease ends now: as if a stopped renewing it
+        time.sleep(0.05)
+        taken = store.claim_extractions("b", wanted[2:3], 10, 60.0)
+        assert (taken.taken, taken.held) == ([hashes[2]], {})
+        store.renew_claims("a", [hashes[2]], 60.0)  # a lease taken over stays the new holder's
+        assert store.claim_extractions("a", wanted[2:3], 10, 60.0).held[hashes[2]][0] == "b"
+        store.release_claims("b", [hashes[3]])
+        assert store.claim_extractions("a", wanted[3:4], 10, 60.0).taken == [hashes[3]]
+        store.release_claims("a")
+        store.release_claims("b")
+    assert rows(place("store"), "SELECT * FROM claims") == []
+
+
+def test_an_older_memory_gets_the_claims_table(place: Any, server: FakeOpenAI) -> None:
+    where = place("older")
+    with Memory(where, embedder="hash", llm=False) as memory:
+        memory.index(documents()[:3])
+    before = rows(where, "SELECT value FROM meta WHERE key = 'schema_version'")
+    rows(where, "DROP TABLE claims")  # as a memory written before claims
+    with Memory(where, embedder="hash", llm=server.chat(model=MODELS[0])) as memory:
+        assert memory.extract().extracted == 3
+    assert rows(where, "SELECT * FROM claims") == []
+    assert rows(where, "SELECT value FROM meta WHERE key = 'schema_version'") == before  # no version change
+
+
+def test_a_lease_that_is_not_a_number_of_seconds_is_refused(
+    tmp_path: Path, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(tmp_path / "m", embedder="hash", llm=server.chat(model=MODELS[0])) as memory:
+        with pytest.raises(InputError, match="at least"):
+            memory.extract(lease=0.1)
+        monkeypatch.setenv("ENGRAM_EXTRACT_LEASE", "soon")
+        with pytest.raises(InputError, match="ENGRAM_EXTRACT_LEASE"):
+            memory.extract()
+    assert server.attempts == 0
