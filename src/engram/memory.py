@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 from engram.config import MemoryConfig, RetrieveConfig
 from engram.embed.base import Embedder, model_key
 from engram.errors import LLM_HINT, InputError, LLMError
+from engram.extract.claims import ClaimSettings
 from engram.extract.importers import ExtractionSet, as_extraction_set
 from engram.extract.offline import EXTRACTOR_KEY, OfflineSession, resolve_extractor
 from engram.extract.planning import ExtractionEstimate
@@ -302,9 +303,18 @@ class Memory:
                 self._store.set_meta(db, EXTRACTOR_KEY, self.extractor)
 
     def extract(
-        self, progress: Progress | None = None, max_tokens: int | None = None, redo: str | None = None
+        self,
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
+        redo: str | None = None,
+        lease: float | None = None,
     ) -> IndexReport:
         """Run the LLM on pending and failed passages, then add their triples to the graph.
+
+        Any number of processes (on any number of machines, for a PostgreSQL memory) may run it on one memory at
+        once: passages are leased to one process at a time, so none is sent to the LLM twice, and a process
+        that finds the rest leased to others waits until they finish them or their leases lapse (a killed
+        process's), then takes those over (docs/scale.md, "Several extract workers").
 
         Parameters
         ----------
@@ -316,6 +326,10 @@ class Memory:
             `"other"` also re-extracts the passages another extractor made (another model or prompt version, the
             offline extractor, an import); `"all"` re-extracts everything, asking the model again rather than
             replaying cached replies. A passage whose re-extraction fails keeps its earlier triples.
+        lease : float, optional
+            Seconds a claim on a passage lasts without renewal (renewed every third of it while the passage is
+            worked on): how long others wait for the passages of a process killed on another machine. Default
+            $ENGRAM_EXTRACT_LEASE, else 120.
 
         Returns
         -------
@@ -331,8 +345,9 @@ class Memory:
             raise LLMError("no LLM configured: " + LLM_HINT)
         if not self._extractor_chosen:  # extract runs the LLM, whoever built the memory (unless told otherwise)
             self.extractor = "llm"
+        claims = ClaimSettings.from_environment(lease, wait=True)
         report = IndexReport()
-        self._retried(lambda: self._writer.extract_into(report, progress, max_tokens, redo))
+        self._writer.extract_all(report, progress, max_tokens, redo, claims)  # retries its commits itself
         return self._finish(report)
 
     # the LLM: cache, accounting, budgets ------------------------------------------------------------------

@@ -76,7 +76,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     bars = Bars(args.progress)
     with open_memory(args, extractor="llm") as memory:  # `extract` runs the LLM, whoever built the memory
         try:
-            report = memory.extract(progress=bars, max_tokens=args.max_tokens, redo=args.redo)
+            report = memory.extract(progress=bars, max_tokens=args.max_tokens, redo=args.redo, lease=args.lease)
         finally:
             bars.close()
         report_index(report, "extracted")
@@ -159,7 +159,9 @@ engram index notes/ --memory my.engram --strict           # exit 3 when passages
         sub,
         "extract",
         "run the LLM on pending and failed passages",
-        "Passages indexed without an LLM, or whose extraction failed, are extracted and linked into the graph.",
+        "Passages indexed without an LLM, or whose extraction failed, are extracted and linked into the graph.\n"
+        "Run it in as many processes (and, on PostgreSQL, machines) as you like: each passage is leased to one\n"
+        "of them, none is sent twice, and a killed process's passages go to the others once its lease lapses.",
         """engram extract --memory my.engram --llm-base-url http://localhost:8000/v1 --llm-model qwen
 engram extract --memory my.engram --max-tokens 200000 --strict
 engram extract --memory my.engram --llm-model bigger-model --redo other   # re-extract what another model made""",
@@ -170,6 +172,13 @@ engram extract --memory my.engram --llm-model bigger-model --redo other   # re-e
         choices=["other", "all"],
         help="also re-extract finished passages: 'other' those another extractor made (another model or prompt "
         "version, spaCy, an import), 'all' every passage, asking the LLM again instead of using cached replies",
+    )
+    extract.add_argument(
+        "--lease",
+        type=float,
+        metavar="SECONDS",
+        help="how long a claim on a passage lasts without renewal ($ENGRAM_EXTRACT_LEASE, 120): how long the "
+        "other workers wait for the passages of one killed on another machine",
     )
     add_run_args(extract, chunking=False)
     add_strict(extract)

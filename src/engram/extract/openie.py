@@ -14,7 +14,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,7 +265,7 @@ _Delivery = Callable[["tuple[str, ExtractionOutcome] | None"], None]
 
 def extract_many(
     chat: ChatModel,
-    passages: Sequence[tuple[str, str, str | None]],
+    passages: Iterable[tuple[str, str, str | None]],
     max_workers: int = 8,
     on_result: Callable[[str, ExtractionOutcome], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
@@ -273,6 +273,7 @@ def extract_many(
     """Extract `(id, text, title)` passages, `max_workers` passages at a time (each has one request in flight
     at most; the chat model's own limit caps requests across everything). `on_result(id, outcome)` is called
     in the calling thread as each passage finishes, so it can be committed at once. Returns the outcomes by id.
+    `passages` may be an iterator: an item is taken from it when a slot frees (in the event loop's thread).
 
     Until the first reply arrives only one passage runs (a misconfigured server costs one request).
     `should_stop()` is asked before each passage starts: once it returns True no passage starts, the ones in
@@ -283,11 +284,12 @@ def extract_many(
     are cancelled, and the error is re-raised. An exception from `on_result` (or an interrupt) aborts too.
     """
     outcomes: dict[str, ExtractionOutcome] = {}
-    if not passages:
+    items: Iterator[Passage] = passages if isinstance(passages, Iterator) else iter(list(passages))
+    if isinstance(passages, Sized) and not len(passages):
         return outcomes
     results: queue.SimpleQueue[tuple[str, ExtractionOutcome] | None] = queue.SimpleQueue()
     finished = threading.Event()
-    future = aio.submit(_run_all(chat, list(passages), max(1, max_workers), results.put, should_stop, finished))
+    future = aio.submit(_run_all(chat, items, max(1, max_workers), results.put, should_stop, finished))
     try:
         while (item := results.get()) is not None:
             outcomes[item[0]] = item[1]
@@ -331,7 +333,7 @@ class _Watched:
 
 async def _run_all(
     chat: ChatModel,
-    passages: list[Passage],
+    passages: Iterator[Passage],
     window: int,
     deliver: _Delivery,
     should_stop: Callable[[], bool] | None,
@@ -339,7 +341,7 @@ async def _run_all(
 ) -> None:
     """Keep `window` passages in flight (one until the first reply: a wrong URL, key or model then costs one
     request, not a window of them); deliver each outcome as it completes."""
-    todo = iter(passages)
+    todo = passages  # an iterator may claim its items as they are asked for (engram.extract.claims.ClaimFeed)
     watched = _Watched(chat)
     running: set[asyncio.Future[Any]] = set()
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engram.extract.claims import ClaimSettings
 from engram.extract.openie import extractor_identity
 from engram.extract.planning import ExtractionEstimate, estimate_extraction
 from engram.extract.runner import ExtractionRun, extract_pending, unfinished
@@ -29,11 +30,17 @@ class LLMSession:
         self.ledger = UsageLedger(store, self.chat, llm.identity)
 
     def extract(
-        self, passages: Sequence[PassageRow], progress: Progress | None = None, max_tokens: int | None = None
+        self,
+        passages: Sequence[PassageRow],
+        progress: Progress | None = None,
+        max_tokens: int | None = None,
+        claims: ClaimSettings | None = None,
     ) -> ExtractionRun:
-        """Extract the unfinished ones of `passages` through the cache, within `max_tokens` (see
-        `engram.extract.runner`)."""
-        return extract_pending(self.store, self.chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger)
+        """Extract the unfinished ones of `passages` through the cache, within `max_tokens`, claiming them as
+        `claims` says (see `engram.extract.runner`)."""
+        return extract_pending(
+            self.store, self.chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger, claims=claims
+        )
 
     @property
     def identity(self) -> str:
@@ -46,12 +53,13 @@ class LLMSession:
         progress: Progress | None = None,
         max_tokens: int | None = None,
         fresh: bool = False,
+        claims: ClaimSettings | None = None,
     ) -> ExtractionRun:
         """Extract `passages` again, finished or not. With `fresh` the response cache is not read (the model
         is asked again; its replies replace the cached ones); without, cached replies of this model count."""
         chat = CachedChat(self.llm, self.store, self.chat.hit_counter, read=False) if fresh else self.chat
         return extract_pending(
-            self.store, chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger, redo=True
+            self.store, chat, passages, progress, max_tokens=max_tokens, ledger=self.ledger, redo=True, claims=claims
         )
 
     def estimate(self, passages: Sequence[PassageRow]) -> ExtractionEstimate:

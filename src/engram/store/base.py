@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.rows import ExtractionRow, PassageRow
+from engram.store.rows import Claimed, ExtractionRow, PassageRow
 
 Tx = Any  # the open transaction of a store: passed to its own write methods only
 LOG_KEPT = 1000  # generations whose changes the commit log keeps (older rows are deleted by each commit)
@@ -84,12 +84,30 @@ class Store(Protocol):
     def extractions(self) -> dict[str, ExtractionRow]: ...
     def extractions_for(self, hashes: Sequence[str]) -> dict[str, ExtractionRow]: ...
     def put_extractions(
-        self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
-    ) -> None: ...
-    def put_failure(self, digest: str, error: str, source: str) -> None: ...
+        self,
+        rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]],
+        source: str,
+        claim: str | None = None,
+    ) -> None:
+        """Record finished extractions; with `claim`, that worker's claims on them go in the same transaction."""
+        ...
+    def put_failure(self, digest: str, error: str, source: str, claim: str | None = None) -> None: ...
     def link_extractions(self, db: Tx, rows: Mapping[str, ExtractionRow]) -> None:
         """Mark the versions of `rows` that a commit read as in the graph (in that commit's transaction): rows
         stored by a run stopped before its commit stay unlinked, and a load keeps their passages pending."""
+        ...
+
+    # claims on extraction work: leases by content hash, so that concurrent workers never extract one twice
+    def claim_extractions(self, worker: str, wanted: Sequence[tuple[str, int]], limit: int, lease: float) -> Claimed:
+        """Lease to `worker`, for `lease` seconds, up to `limit` of `wanted` (content hash, the attempts of its
+        extraction row the worker read, 0 for none): those whose row is unchanged and that no other worker
+        holds an unexpired lease on. Atomic against every other claimer, in any process."""
+        ...
+    def renew_claims(self, worker: str, hashes: Sequence[str], lease: float) -> None:
+        """Push `worker`'s leases on `hashes` to `lease` seconds from now; never blocked by the write turn."""
+        ...
+    def release_claims(self, worker: str, hashes: Sequence[str] | None = None) -> None:
+        """Drop `worker`'s claims on `hashes` (None: all of them)."""
         ...
 
     # embeddings (float32 bytes by text hash)

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from engram.errors import MemoryFormatError, MissingDependencyError
 from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.pg_schema import connect, prepare_schema, redact, split_url
-from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
+from engram.store.rows import Claimed, ColumnLookup, ExtractionRow, PassageRow, parse_generation
 
 TURN_CLASS = 0x656E67  # the first key of the write turn's advisory lock (the second: the schema's hash)
 
@@ -92,6 +92,10 @@ class PostgresStore:
         self._identity = identity
         self._conn = self._connect(create)
         self._turn_held = False  # this store holds the memory's write turn (`turn`): its commits skip the wait
+        # claims and lease renewals go on a connection of their own: they never wait for the write turn, nor for
+        # this process's commit that waits for it (a worker whose leases lapsed there would lose its passages)
+        self._claims_lock = threading.Lock()
+        self._claims_conn: Any = None
 
     def _connect(self, create: bool) -> Any:
         conn = connect(self.url)
@@ -112,6 +116,9 @@ class PostgresStore:
 
     def close(self) -> None:
         self._conn.close()
+        with self._claims_lock:
+            if self._claims_conn is not None:
+                self._claims_conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -278,7 +285,10 @@ class PostgresStore:
         return self._extraction_rows(" WHERE content_hash = ANY(%s)", (list(hashes),))
 
     def put_extractions(
-        self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
+        self,
+        rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]],
+        source: str,
+        claim: str | None = None,
     ) -> None:
         now = time.time()
         values = {
@@ -296,10 +306,111 @@ class PostgresStore:
         }
         with self.transaction() as db:  # in key order: concurrent writers lock rows in one order
             self._many(db, _EXTRACTION_UPSERT, [values[k] for k in sorted(values)])
+            if claim is not None:
+                db.execute("DELETE FROM claims WHERE worker = %s AND content_hash = ANY(%s)", (claim, sorted(values)))
 
-    def put_failure(self, digest: str, error: str, source: str) -> None:
+    def put_failure(self, digest: str, error: str, source: str, claim: str | None = None) -> None:
         with self.transaction() as db:
             db.execute(_EXTRACTION_UPSERT, (digest, "failed", "[]", "[]", 0, source, error, time.time()))
+            if claim is not None:
+                db.execute("DELETE FROM claims WHERE worker = %s AND content_hash = %s", (claim, digest))
+
+    # claims on extraction work (docs/format.md, "claims") -----------------------------------------------
+    @contextmanager
+    def _claiming(self) -> Iterator[Any]:
+        """A transaction on the claims connection (opened on first use; reopened when it was lost)."""
+        with self._claims_lock:
+            if self._claims_conn is None or self._claims_conn.closed:
+                self._claims_conn = self._connect(create=False)
+            with self._claims_conn.transaction():
+                yield self._claims_conn
+
+    def claim_extractions(self, worker: str, wanted: Sequence[tuple[str, int]], limit: int, lease: float) -> Claimed:
+        """Lease to `worker` up to `limit` of the `wanted` (content hash, attempts the worker saw) whose
+        extraction is still as the worker saw it and that no other worker holds an unexpired lease on. Expired
+        leases are taken with `SELECT ... FOR UPDATE SKIP LOCKED` (a row another claimer is taking this moment
+        is skipped, not waited for), unclaimed hashes with `INSERT ... ON CONFLICT DO NOTHING`; the attempts are
+        read again once the rows are ours, so a passage finished (and released) meanwhile is given up. Times are
+        the database server's clock, so the workers' clocks need not agree."""
+        seen = dict(wanted)
+        with self._claiming() as db:
+            now = float(db.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            gone = set(self._changed(db, seen))
+            want = sorted(h for h in seen if h not in gone)
+            expired = [
+                str(r[0])
+                for r in db.execute(
+                    "SELECT content_hash FROM claims WHERE content_hash = ANY(%s) AND expires <= %s "
+                    "ORDER BY content_hash LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (want, now, limit),
+                ).fetchall()
+            ]
+            if expired:
+                db.execute(
+                    "UPDATE claims SET worker = %s, expires = %s WHERE content_hash = ANY(%s)",
+                    (worker, now + lease, expired),
+                )
+            fresh: list[str] = []
+            if len(expired) < limit:
+                fresh = [
+                    str(r[0])
+                    for r in db.execute(
+                        "INSERT INTO claims (content_hash, worker, expires) SELECT h, %s, %s FROM unnest(%s::text[]) "
+                        "AS h WHERE NOT EXISTS (SELECT 1 FROM claims c WHERE c.content_hash = h) ORDER BY h LIMIT %s "
+                        "ON CONFLICT (content_hash) DO NOTHING RETURNING content_hash",
+                        (worker, now + lease, want, limit - len(expired)),
+                    ).fetchall()
+                ]
+            taken = expired + fresh
+            late = set(self._changed(db, {h: seen[h] for h in taken}))  # finished and released meanwhile
+            if late:
+                db.execute("DELETE FROM claims WHERE worker = %s AND content_hash = ANY(%s)", (worker, sorted(late)))
+            gone |= late
+            db.execute(  # lapsed leases of gone passages (a killed worker finished them); rows others lock: theirs
+                "DELETE FROM claims WHERE content_hash IN (SELECT content_hash FROM claims WHERE content_hash = "
+                "ANY(%s) AND expires <= %s FOR UPDATE SKIP LOCKED)",
+                (sorted(gone), now),
+            )
+            mine = set(taken)
+            rest = [h for h in want if h not in mine]
+            held = {
+                str(h): (str(w), float(e) - now)
+                for h, w, e in db.execute(
+                    "SELECT content_hash, worker, expires FROM claims WHERE content_hash = ANY(%s) "
+                    "AND worker <> %s AND expires > %s",
+                    (rest, worker, now),
+                ).fetchall()
+            }
+        order = {h: i for i, (h, _) in enumerate(wanted)}
+        return Claimed(
+            sorted((h for h in taken if h not in late), key=order.__getitem__),
+            sorted(gone, key=order.__getitem__),
+            held,
+        )
+
+    @staticmethod
+    def _changed(db: Any, seen: Mapping[str, int]) -> list[str]:
+        """The hashes of `seen` whose extraction row's attempts are no longer the ones seen (no row: 0)."""
+        rows = db.execute(
+            "SELECT content_hash, attempts FROM extractions WHERE content_hash = ANY(%s)", (list(seen),)
+        ).fetchall()
+        attempts = {str(h): int(n) for h, n in rows}
+        return [h for h, n in seen.items() if attempts.get(h, 0) != n]
+
+    def renew_claims(self, worker: str, hashes: Sequence[str], lease: float) -> None:
+        with self._claiming() as db:
+            db.execute(
+                "UPDATE claims SET expires = extract(epoch FROM clock_timestamp()) + %s "
+                "WHERE worker = %s AND content_hash = ANY(%s)",
+                (lease, worker, sorted(hashes)),
+            )
+
+    def release_claims(self, worker: str, hashes: Sequence[str] | None = None) -> None:
+        with self._claiming() as db:
+            if hashes is None:
+                db.execute("DELETE FROM claims WHERE worker = %s", (worker,))
+            else:
+                db.execute("DELETE FROM claims WHERE worker = %s AND content_hash = ANY(%s)", (worker, sorted(hashes)))
 
     # embeddings -----------------------------------------------------------------------------------------
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:

@@ -21,9 +21,9 @@ import numpy.typing as npt
 from engram.errors import InputError, MemoryFormatError
 from engram.store.base import DANGLING, LOG_KEPT
 from engram.store.migrate import migrate
-from engram.store.rows import ColumnLookup, ExtractionRow, PassageRow, parse_generation
+from engram.store.rows import Claimed, ColumnLookup, ExtractionRow, PassageRow, parse_generation
 from engram.store.sqlite_file import damaged, is_damage, loads_column, make_private
-from engram.store.sqlite_schema import SCHEMA, commit_log, linked_column, write_ahead_log
+from engram.store.sqlite_schema import SCHEMA, claims_table, commit_log, linked_column, write_ahead_log
 
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
 
@@ -50,6 +50,7 @@ class RecordStore:
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(SCHEMA)
             commit_log(self._db)
+            claims_table(self._db)
             self._linked = "linked" if linked_column(self._db) else "1"
             migrate(self._db, path)
         except sqlite3.Error as exc:
@@ -213,12 +214,20 @@ class RecordStore:
         )
 
     def put_extractions(
-        self, rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]], source: str
+        self,
+        rows: Iterable[tuple[str, Sequence[str], Sequence[Sequence[Any]], int]],
+        source: str,
+        claim: str | None = None,
     ) -> None:
         """Record finished extractions (content hash, entities, triples, dropped count) in one transaction,
-        committed at once."""
+        committed at once; with `claim`, that worker's claims on them are released in the same transaction."""
         now = time.time()
+        rows = list(rows)
         with self.transaction() as db:
+            if claim is not None:
+                db.executemany(
+                    "DELETE FROM claims WHERE worker = ? AND content_hash = ?", ((claim, row[0]) for row in rows)
+                )
             db.executemany(
                 "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
                 "error, attempts, updated, linked) VALUES (?, 'done', ?, ?, ?, ?, NULL, "
@@ -237,15 +246,79 @@ class RecordStore:
                 ),
             )
 
-    def put_failure(self, digest: str, error: str, source: str) -> None:
-        """Record a failed extraction; it is retried on the next run, never taken as empty."""
+    def put_failure(self, digest: str, error: str, source: str, claim: str | None = None) -> None:
+        """Record a failed extraction; it is retried on the next run, never taken as empty. With `claim`, that
+        worker's claim on it is released in the same transaction."""
         with self.transaction() as db:
+            if claim is not None:
+                db.execute("DELETE FROM claims WHERE worker = ? AND content_hash = ?", (claim, digest))
             db.execute(
                 "INSERT OR REPLACE INTO extractions (content_hash, status, entities, triples, dropped, source, "
                 "error, attempts, updated, linked) VALUES (?, 'failed', '[]', '[]', 0, ?, ?, "
                 "COALESCE((SELECT attempts FROM extractions WHERE content_hash = ?), 0) + 1, ?, 0)",
                 (digest, source, error, digest, time.time()),
             )
+
+    # claims on extraction work (docs/format.md, "claims") -----------------------------------------------
+    def claim_extractions(
+        self, worker: str, wanted: Sequence[tuple[str, int]], limit: int, lease: float
+    ) -> Claimed:
+        """Lease to `worker`, for `lease` seconds, up to `limit` of the `wanted` (content hash, attempts the
+        worker saw) whose extraction row is still as the worker saw it and that no other worker holds an
+        unexpired lease on. One `BEGIN IMMEDIATE` transaction: claimers of all processes take turns."""
+        hashes = [h for h, _ in wanted]
+        taken: list[str] = []
+        gone: list[str] = []
+        held: dict[str, tuple[str, float]] = {}
+        with self.transaction() as db:
+            now = time.time()
+            leases = {
+                str(h): (str(w), float(e))
+                for h, w, e in self._read_keyed(
+                    "SELECT content_hash, worker, expires FROM claims WHERE content_hash IN ({marks})", hashes
+                )
+            }
+            attempts = {
+                str(h): int(n)
+                for h, n in self._read_keyed(
+                    "SELECT content_hash, attempts FROM extractions WHERE content_hash IN ({marks})", hashes
+                )
+            }
+            for digest, seen in wanted:
+                lease_of = leases.get(digest)
+                if attempts.get(digest, 0) != seen:
+                    gone.append(digest)
+                elif lease_of is not None and lease_of[0] != worker and lease_of[1] > now:
+                    held[digest] = (lease_of[0], lease_of[1] - now)
+                elif len(taken) < limit:
+                    taken.append(digest)
+            db.executemany(
+                "INSERT OR REPLACE INTO claims (content_hash, worker, expires) VALUES (?, ?, ?)",
+                ((digest, worker, now + lease) for digest in taken),
+            )
+            stale = [d for d in gone if d in leases and (leases[d][1] <= now or leases[d][0] == worker)]
+            db.executemany("DELETE FROM claims WHERE content_hash = ?", ((d,) for d in stale))
+        return Claimed(taken, gone, held)
+
+    def renew_claims(self, worker: str, hashes: Sequence[str], lease: float) -> None:
+        """Extend `worker`'s leases on `hashes` to `lease` seconds from now (a lease taken over meanwhile stays
+        the other worker's)."""
+        expires = time.time() + lease
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE claims SET expires = ? WHERE worker = ? AND content_hash = ?",
+                ((expires, worker, digest) for digest in hashes),
+            )
+
+    def release_claims(self, worker: str, hashes: Sequence[str] | None = None) -> None:
+        """Drop `worker`'s claims on `hashes` (None: all of its claims)."""
+        with self.transaction() as db:
+            if hashes is None:
+                db.execute("DELETE FROM claims WHERE worker = ?", (worker,))
+            else:
+                db.executemany(
+                    "DELETE FROM claims WHERE worker = ? AND content_hash = ?", ((worker, d) for d in hashes)
+                )
 
     # embedding cache ------------------------------------------------------------------------------------
     def put_vectors(self, model: str, role: str, hashes: Iterable[str], vectors: npt.NDArray[np.float32]) -> None:

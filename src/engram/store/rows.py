@@ -36,6 +36,19 @@ class ExtractionRow:
     attempts: int = 0
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """What one claim for extraction work got (`Store.claim_extractions`), by content hash: `taken` now leased to
+    the claiming worker; `gone` changed since the worker read them (another worker extracted them, or it failed
+    them): never to be sent again by this worker; `held` leased to other workers: content hash -> (that
+    worker, seconds left on its lease). A wanted hash in none of these was free but past the claim's limit, or
+    was being claimed by another worker at that moment: ask again."""
+
+    taken: list[str]
+    gone: list[str]
+    held: dict[str, tuple[str, float]]
+
+
 class ColumnLookup(Mapping[str, str]):
     """A read-only view of one key -> value column that queries per key: membership tests and lookups of a few
     keys cost a few indexed SELECTs instead of reading the whole table (inserts into a large memory). `read`

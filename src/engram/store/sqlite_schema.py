@@ -63,6 +63,19 @@ def commit_log(db: sqlite3.Connection) -> None:
             raise
 
 
+def claims_table(db: sqlite3.Connection) -> None:
+    """The claims on extraction work (docs/format.md, "claims"), added to an older file by its first writable
+    open, like the commit log: a read-only file without it is read as it is (it cannot be extracted into)."""
+    try:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS claims (content_hash TEXT PRIMARY KEY, worker TEXT NOT NULL, "
+            "expires REAL NOT NULL)"
+        )
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc):
+            raise
+
+
 def linked_column(db: sqlite3.Connection) -> bool:
     """Give an older file's extractions their `linked` column (docs/format.md; its rows were all committed, so
     they take 1) at its first writable open; False for a read-only file without it (its rows read as linked)."""

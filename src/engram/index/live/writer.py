@@ -11,12 +11,14 @@ from typing import Protocol
 
 from engram.embed.base import token_limit
 from engram.errors import InputError
+from engram.extract.claims import ClaimSettings
 from engram.extract.importers import ExtractionSet
 from engram.extract.planning import passage_token_budget
 from engram.extract.runner import ExtractionRun
 from engram.extract.session import LLMSession
 from engram.index.live.live_index import LiveIndex
 from engram.index.live.refresh import Change
+from engram.index.live.retry import retry_conflicts
 from engram.index.live.store_writes import apply_extractions, staged_writes
 from engram.index.state.index_state import IndexState
 from engram.index.view.graph_index import GraphIndex, passage_text
@@ -217,6 +219,58 @@ class Writer:
         if report.extracted + report.failed > before:
             self.commit_extractions(todo, progress, report, expected)
 
+    def extract_all(
+        self,
+        report: IndexReport,
+        progress: Progress | None,
+        max_tokens: int | None,
+        redo: str | None,
+        claims: ClaimSettings,
+    ) -> None:
+        """`Memory.extract`: `extract_into` for any number of workers on one memory at once. The LLM work runs
+        outside any write turn, claiming passages as `claims` says (with `claims.wait`, it waits for the other
+        workers' leases to end); each commit is retried on its own when another writer committed first, so a
+        worker never holds the write turn while the others need it to store their results. The last commit
+        takes in what other workers stored too (a killed one's results among them), so once every worker has
+        returned nothing that was extracted is left pending."""
+        if redo not in REDO:
+            raise InputError(f"unknown redo {redo!r}: use one of {', '.join(r for r in REDO if r)}")
+        session = self.session()
+        if redo and not isinstance(session, LLMSession):
+            raise InputError("redo re-extracts with the LLM: configure one (and not extractor='spacy')")
+        identity = session.identity if redo and isinstance(session, LLMSession) else None
+
+        def unfinished() -> list[PassageRow]:
+            index = self.live.current()
+            todo = self.to_extract(index, redo, identity)
+            if redo is None:
+                self.commit_stranded(index, todo, progress, report, self.live.generation)
+            return todo
+
+        todo = retry_conflicts(unfinished, turn=self.live.turn)
+        if not todo:
+            return
+        start = time.perf_counter()
+        before, others = report.extracted + report.failed, 0
+        try:
+            if isinstance(session, LLMSession):
+                left = None if max_tokens is None else max(0, max_tokens - report.llm.get("tokens", 0))
+                if redo:
+                    run = session.redo(todo, progress, left, fresh=redo == "all", claims=claims)
+                else:
+                    run = session.extract(todo, progress, left, claims=claims)
+                self.count(report, run)
+                others = run.by_others
+            else:
+                self.run_llm(todo, progress, report, max_tokens)
+        except BaseException:  # as in extract_into: what was stored joins the graph before the error goes on
+            with contextlib.suppress(Exception):
+                self.commit_extractions(todo, progress, report, None)
+            raise
+        report.timings["extract"] = report.timings.get("extract", 0.0) + time.perf_counter() - start
+        if report.extracted + report.failed > before or others:
+            retry_conflicts(lambda: self.commit_extractions(todo, progress, report, None), turn=self.live.turn)
+
     def commit_stranded(
         self, index: GraphIndex, todo: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int
     ) -> int:
@@ -246,9 +300,10 @@ class Writer:
             self.commit_extractions(given, progress, report, expected)
 
     def commit_extractions(
-        self, passages: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int
+        self, passages: list[PassageRow], progress: Progress | None, report: IndexReport, expected: int | None
     ) -> None:
-        """Commit the stored extractions of `passages` to every alive passage of the same content."""
+        """Commit the stored extractions of `passages` to every alive passage of the same content (`expected`:
+        the generation to build on, None for the latest: the rows are read by content, whatever came since)."""
         rows = self.store.extractions_for([p.content_hash for p in passages])
 
         def mutate(state: IndexState) -> None:
