@@ -110,6 +110,7 @@ class ClaimFeed:
         self.gone = 0  # passages another worker finished (or failed) first
         self._lock = threading.Lock()
         self._working: set[str] = set()  # claimed and not yet stored: what the heartbeat renews
+        self._released: set[str] = set()  # dead local workers whose claims this feed dropped
 
     def __iter__(self) -> Iterator[tuple[str, str, str | None]]:
         return self
@@ -129,15 +130,21 @@ class ClaimFeed:
                 self.worker, [(h, self.seen[h]) for h in chunk], self.batch, self.settings.lease
             )
             now = time.monotonic()
-            settled = {*got.taken, *got.gone, *got.held}
+            dead = {holder for holder, _ in got.held.values() if holder not in self._released and gone_locally(holder)}
+            for holder in sorted(dead):  # a killed run of this host: its claims are free now, even without waiting
+                log.info("extraction worker %r is gone: its claims are taken over", holder)
+                self.store.release_claims(holder)
+                self._released.add(holder)
+            held = {d: v for d, v in got.held.items() if v[0] not in dead}  # the dead one's: claimed next round
+            settled = {*got.taken, *got.gone, *held}
             self.remaining = deque(h for h in self.remaining if h not in settled)
             with self._lock:
                 self._working.update(got.taken)
             self.ready.extend(got.taken)
             self.gone += len(got.gone)
-            for digest, (holder, left) in got.held.items():
+            for digest, (holder, left) in held.items():
                 self.held[digest] = (holder, now + left)
-            if not settled:  # every free one was being claimed by another worker this moment: look again later
+            if not settled and not dead:  # each free one was being claimed by another worker just now: look later
                 break
 
     def finished(self, digest: str) -> None:
