@@ -135,6 +135,8 @@ def test_a_load_reads_cached_vectors_a_chunk_at_a_time(pg_server: str, monkeypat
         store.put_vectors("m", "phrase", ["a,b", "c"], vectors)
         found = store.vectors_for("m", "phrase", ["a,b", "c", "missing"])
         assert found == {"a,b": vectors[0].tobytes(), "c": vectors[1].tobytes()}
+        store.drop_vectors("m", "phrase", ["a,b", "missing"])
+        assert store.vectors_for("m", "phrase", ["a,b", "c"]) == {"c": vectors[1].tobytes()}
     finally:
         store.close()
 

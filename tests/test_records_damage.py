@@ -17,7 +17,7 @@ import pytest
 
 from engram import Memory, MemoryFormatError
 from engram.embed import HashEmbedder
-from helpers import DOCS, EXTRACTIONS, build_small, cli_refused
+from helpers import DOCS, EXTRACTIONS, cli_refused
 from pg_fixture import pg_server, pg_url  # noqa: F401
 
 QUESTION = "Where was Alice born?"
@@ -55,7 +55,11 @@ DAMAGE: dict[str, Callable[[Any], None]] = {
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_small(tmp_path_factory.mktemp("built") / "m")
+    """The small memory, its embedding cache keeping the vectors the snapshot holds (whose damage is tested)."""
+    path = tmp_path_factory.mktemp("built") / "m"
+    with Memory(path, embedder=HashEmbedder(), config={"graph": {"keep_vector_cache": True}}) as memory:
+        memory.index(DOCS, extractions=EXTRACTIONS)
+    return path
 
 
 def damaged_copy(built: Path, tmp_path: Path, damage: str, snapshot: bool = False) -> Path:

@@ -28,7 +28,11 @@ class GraphConfig:
     can matter (engram.index.state.coded_rows; the `ann` extra's simsimd) - "auto" from `fact_codes_min_rows` facts with
     the extra installed, "on" always, "off" never. The results are the same either way; the codes are a quarter of the
     float32 vectors a full scan reads at every query (at 10,000 facts 15 MB of float32 per query, by arithmetic;
-    bench/README.md measures the shared MuSiQue memory's 16,900 facts both ways)."""
+    bench/README.md measures the shared MuSiQue memory's 16,900 facts both ways).
+
+    `keep_vector_cache`: a directory memory keeps each passage, phrase and fact vector once, in its snapshot
+    (docs/format.md); true also keeps them in engram.sqlite's embedding cache: twice the disk for vectors, but a
+    damaged snapshot then costs a read of the cache instead of embedding every text again."""
 
     synonym_threshold: float = 0.8
     synonym_top_k: int = 100
@@ -37,8 +41,11 @@ class GraphConfig:
     ann_min_rows: int = 50_000
     fact_codes: str = "auto"
     fact_codes_min_rows: int = 10_000
+    keep_vector_cache: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.keep_vector_cache, bool):
+            raise InputError(f"graph setting keep_vector_cache must be true or false, not {self.keep_vector_cache!r}")
         for name in ("ann", "fact_codes"):
             value = getattr(self, name)
             if value not in ("auto", "on", "off"):

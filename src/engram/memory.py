@@ -182,7 +182,8 @@ class Memory:
 
     def flush(self) -> None:
         """Write the vector snapshot (index/g<N>/*.npy) so the next open loads vectors memory-mapped instead of
-        from the SQLite cache. Called by `close()` when anything changed; safe to skip (it is only a cache)."""
+        from the SQLite cache, and drop from that cache the vectors the snapshot now holds (docs/format.md, "Each
+        vector stored once"). Called by `close()` when anything changed; safe to skip (the cache keeps them)."""
         self._live.flush()
 
     # public API ---------------------------------------------------------------------------------------

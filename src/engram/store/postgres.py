@@ -423,6 +423,13 @@ class PostgresStore:
                 [(model, role, h, np.asarray(v, dtype=np.float32)) for h, v in rows],
             )
 
+    def drop_vectors(self, model: str, role: str, hashes: Iterable[str]) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "DELETE FROM embeddings WHERE model = %s AND role = %s AND text_hash = ANY(%s)",
+                (model, role, sorted(hashes)),
+            )
+
     def vectors_for(self, model: str, role: str, hashes: Sequence[str]) -> dict[str, bytes]:
         # one string the server splits: binding thousands of array items one by one costs more than the lookup
         keys: str | list[str] = ",".join(hashes)

@@ -26,6 +26,7 @@ from engram.store.sqlite_file import damaged, is_damage, loads_column, make_priv
 from engram.store.sqlite_schema import SCHEMA, claims_table, commit_log, linked_column, write_ahead_log
 
 EMPTY = (None, "", "{}")  # metadata columns that hold no metadata (read without a JSON parse)
+INCREMENTAL = 2  # PRAGMA auto_vacuum: free pages are given back by `PRAGMA incremental_vacuum`
 
 __all__ = ["ColumnLookup", "ExtractionRow", "PassageRow", "RecordStore"]
 
@@ -45,6 +46,7 @@ class RecordStore:
         except sqlite3.Error as exc:
             raise damaged(path, exc) from exc
         try:
+            self._db.execute(f"PRAGMA auto_vacuum={INCREMENTAL}")  # takes effect in a new file only
             write_ahead_log(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -330,6 +332,24 @@ class RecordStore:
                     for h, v in zip(hashes, vectors)
                 ),
             )
+
+    def drop_vectors(self, model: str, role: str, hashes: Iterable[str]) -> None:
+        """Delete the rows, then hand the freed pages back to the file system where the file allows it
+        (`auto_vacuum` incremental, which new memories take; an older file keeps them for later rows)."""
+        with self.transaction() as db:
+            db.executemany(
+                "DELETE FROM embeddings WHERE model = ? AND role = ? AND text_hash = ?",
+                ((model, role, h) for h in hashes),
+            )
+        with self._lock:
+            self._check_open()
+            try:
+                if int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0]) == INCREMENTAL:
+                    self._db.executescript("PRAGMA incremental_vacuum;")  # execute() frees one page per call
+            except sqlite3.Error as exc:
+                if is_damage(exc):
+                    raise damaged(self.path, exc) from exc
+                raise
 
     # deletion -----------------------------------------------------------------------------------------
     def chunk_passages(self, doc_ids: Sequence[str]) -> dict[str, list[str]]:

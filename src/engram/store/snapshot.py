@@ -6,11 +6,12 @@ the rows may go on in `{role}.1.npy`, `{role}.2.npy`, ...: parts, engram.store.s
 parts have one `keys.json`, {role: [...]}) and `manifest.json` ({"files": {name: checksum of the file}}: "crc32:"
 and 8 hex digits for the vector matrices, which every open checks, the SHA-256 hex digest for the others; older
 snapshots have SHA-256 for all, and each file is checked in its own form).
-A snapshot is a cache, never the source of truth: on opening, vectors are looked up in
-the newest snapshot whose checksums match, then in the SQLite embedding cache, then computed. A snapshot that
-does not match its checksums (or cannot be read) is never used: a warning is logged and the vectors come from
-SQLite. Written to a temporary folder (files and folder fsynced) and renamed into place; arrays are loaded
-memory-mapped with `allow_pickle=False`.
+A snapshot is where a directory memory keeps its vectors: once one holds a row, the index drops that row's vector
+from the SQLite embedding cache, so each vector is stored once (docs/format.md). On opening, vectors are looked up
+in the newest snapshot whose checksums match, then in the SQLite embedding cache (the rows no snapshot holds yet),
+then computed. A snapshot that does not match its checksums (or cannot be read) is never used: a warning is
+logged and the vectors come from SQLite or the embedder. Written to a temporary folder (files and folder fsynced)
+and renamed into place; arrays are loaded memory-mapped with `allow_pickle=False`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotDamaged(Exception):
-    """A snapshot that does not match its checksums or cannot be read (internal: never escapes this module)."""
+    """A snapshot that does not match its checksums or cannot be read (caught by the readers of snapshot files; never
+    reaches a caller of engram)."""
 
 
 def snapshot_dir(root: Path, generation: int) -> Path:
@@ -229,6 +231,20 @@ def _write_parts(
     }
 
 
+def newest_folders(root: Path) -> list[Path]:
+    """The snapshot folders under `root / "index"`, newest generation first."""
+    folder = root / "index"
+    if not folder.is_dir():
+        return []
+    found = sorted((int(m.group(1)), child) for child in folder.iterdir() if (m := _GENERATION.fullmatch(child.name)))
+    return [child for _, child in reversed(found)]
+
+
+def manifest_sums(folder: Path) -> dict[str, str]:
+    """The checksums a snapshot's manifest lists, by file name (`SnapshotDamaged` when it has none readable)."""
+    return _manifest(folder)
+
+
 def _manifest(folder: Path) -> dict[str, str]:
     try:
         sums = json.loads((folder / SNAPSHOT_MANIFEST).read_bytes().decode("utf-8"))["files"]
@@ -368,20 +384,18 @@ def _part_keys(folder: Path, role: str, parts: int) -> list[str]:
 
 def load_snapshot(root: Path) -> tuple[VectorTable, bool]:
     """(the newest snapshot that matches its checksums, or {} when there is none; whether a newer one was
-    damaged and skipped). Damage is logged as a warning: the vectors are then rebuilt from SQLite."""
-    folder = root / "index"
-    found = (
-        sorted((int(m.group(1)), child) for child in folder.iterdir() if (m := _GENERATION.fullmatch(child.name)))
-        if folder.is_dir()
-        else []
-    )
+    damaged and skipped). Damage is logged as a warning: the vectors then come from SQLite or the embedder."""
     damaged = False
-    for _, child in reversed(found):
+    for child in newest_folders(root):
         try:
             return _read_verified(child), damaged
         except SnapshotDamaged as exc:
             damaged = True
-            log.warning("vector snapshot %s is not used: %s; vectors are rebuilt from engram.sqlite", child, exc)
+            log.warning(
+                "vector snapshot %s is not used: %s; vectors are rebuilt from engram.sqlite or embedded again",
+                child,
+                exc,
+            )
     return {}, damaged
 
 

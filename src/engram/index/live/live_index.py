@@ -16,7 +16,9 @@ from engram.embed.base import Embedder
 from engram.errors import ConflictError
 from engram.index.live.load import (
     VectorSource,
+    drop_saved_vectors,
     fill_vectors,
+    keep_cached_vectors,
     load_state,
     save_snapshot,
     spill_vectors,
@@ -32,6 +34,7 @@ from engram.index.view.bm25 import BM25Index
 from engram.index.view.graph_index import GraphIndex, passage_text, view
 from engram.store.base import Store, Tx
 from engram.store.snapshot import PendingCheck, load_snapshot, snapshot_dir
+from engram.store.snapshot_lookup import SnapshotLookup
 from engram.types import Progress
 
 log = logging.getLogger(__name__)
@@ -95,8 +98,18 @@ class LiveIndex:
     def source(self) -> VectorSource:
         if self._vectors is None:
             tables, self._snapshot_damaged = load_snapshot(self.root) if self.root else ({}, False)
-            self._vectors = VectorSource(self.store, self.embedder, self.model_key, tables)
+            self._vectors = VectorSource(self.store, self.embedder, self.model_key, tables, self._lookup())
         return self._vectors
+
+    def _lookup(self) -> SnapshotLookup | None:
+        """Lookups of vectors that only a newer snapshot holds, skipping the parts this process maps."""
+        return None if self.root is None else SnapshotLookup(self.root, self.embedder.dim, self._mapped_parts)
+
+    def _mapped_parts(self, role: str) -> set[tuple[int, int]]:
+        state = self.state
+        if state is None:
+            return set()
+        return {part.vectors.identity[:2] for part in state.vectors[role].saved_parts() if part is not None}
 
     def load(self) -> IndexState:
         """The state of the latest committed generation (when another process committed one: its commit log
@@ -176,7 +189,7 @@ class LiveIndex:
             saved = restore_state(self.root, generation, self.store.passages, self.embedder.dim, self.config)
             if saved is not None:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
-                    self._vectors = VectorSource(self.store, self.embedder, self.model_key, {})
+                    self._vectors = VectorSource(self.store, self.embedder, self.model_key, {}, self._lookup())
                 return saved[0], set(), saved[1]
         if self._vectors is not None and not self._vectors.snapshot:
             self._vectors = None  # made for a restored state: a rebuild looks vectors up in the latest snapshot
@@ -307,8 +320,13 @@ class LiveIndex:
     def flush(self) -> None:
         with self.lock:
             if self.state is not None and self.dirty and self.root is not None:
-                save_snapshot(self.root, self.generation, self.state)
+                written = save_snapshot(self.root, self.generation, self.state)
                 self.dirty = self._snapshot_damaged = False
+                if self.config.keep_vector_cache:
+                    keep_cached_vectors(self.store)
+                else:  # the snapshot holds them now: each vector is stored once
+                    folder = snapshot_dir(self.root, self.generation)
+                    drop_saved_vectors(self.store, self.model_key, folder, written)
             elif self.state is not None and self.root is not None and self.state.caches.saved_as is not None:
                 save_codes(
                     self.root, self.state, self.state.caches.saved_as, encode=False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -22,8 +23,17 @@ from engram.index.state.rows import RowView
 from engram.ingest.prepare import passage_hash
 from engram.store.base import Store
 from engram.store.rows import PassageRow
-from engram.store.snapshot import ROLES, BlockTable, VectorTable, snapshot_dir, write_snapshot
-from engram.store.snapshot_parts import relocated
+from engram.store.snapshot import (
+    ROLES,
+    BlockTable,
+    SnapshotDamaged,
+    VectorTable,
+    manifest_sums,
+    snapshot_dir,
+    write_snapshot,
+)
+from engram.store.snapshot_lookup import SnapshotLookup
+from engram.store.snapshot_parts import key_name, part_names, relocated
 from engram.types import Progress
 
 log = logging.getLogger(__name__)
@@ -61,11 +71,18 @@ class RowKeys(Sequence[str], Generic[T]):
 
 
 class VectorSource:
-    """Vectors by text: the snapshot first, then the SQLite embedding cache, then the embedder (whose results
-    are committed to the cache at once)."""
+    """Vectors by text: the snapshot first, then the SQLite embedding cache, then (`lookup`) the newest snapshot's
+    parts this process does not hold, then the embedder (whose results are committed to the cache at once)."""
 
-    def __init__(self, store: Store, embedder: Embedder, model_key: str, snapshot: VectorTable) -> None:
-        self.store, self.embedder, self.model_key = store, embedder, model_key
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        model_key: str,
+        snapshot: VectorTable,
+        lookup: SnapshotLookup | None = None,
+    ) -> None:
+        self.store, self.embedder, self.model_key, self.lookup = store, embedder, model_key, lookup
         self.snapshot = {role: RowView(parts, embedder.dim) for role, (_, parts) in snapshot.items()}
         self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
         self.embedded = 0
@@ -94,6 +111,9 @@ class VectorSource:
         keys = list(wanted)
         for start in range(0, len(keys), LOOKUP_CHUNK):  # a chunk's rows in transit at a time, not all of them
             _place(self.store.vectors_for(self.model_key, role, keys[start : start + LOOKUP_CHUNK]), wanted, out)
+        if wanted and self.lookup is not None:  # saved by another process since this one opened its snapshot
+            for h, vector in self.lookup.find(role, list(wanted)).items():
+                out[wanted.pop(h)] = vector
         if wanted:
             self._embed(role, texts, wanted, out, progress)
         return out
@@ -243,7 +263,9 @@ def spill_vectors(root: Path | None, state: IndexState) -> None:
     state.vectors["phrase"].release()
 
 
-def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
+def save_snapshot(root: Path, generation: int, state: IndexState) -> dict[str, list[str]]:
+    """Write snapshot `generation` of `state`; returns, by role, the key files of the parts it wrote (not linked
+    from the snapshot the rows were mapped from): the rows whose vectors the embedding cache may still hold."""
     keys: dict[str, Sequence[str]] = {
         "passage": RowKeys(state.passages, passage_text),
         "phrase": RowKeys(state.phrases, str),
@@ -259,8 +281,50 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> None:
         lambda role, rows: state.vectors[role].release(rows),
         saved,
     )
+    written: dict[str, list[str]] = {}
     for role in ROLES:  # the next snapshot links the parts from where they lie now
-        state.vectors[role].relocate(relocated(snapshot_dir(root, generation), sums, role, saved[role]))
+        moved = relocated(snapshot_dir(root, generation), sums, role, saved[role])
+        state.vectors[role].relocate(moved)
+        linked = next((i for i, part in enumerate(moved) if part is None), len(moved))
+        written[role] = [key_name(role, i) for i in range(linked, len(part_names(sums, role)))]
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
     save_codes(root, state, sums["state.json"])
     state.caches.saved_as = sums["state.json"]
+    return written
+
+
+ONCE = "vectors_once"  # meta key: "1" once the cache holds no vector of the rows in snapshot parts written before
+DROP_ROWS = 50_000  # cached vectors deleted per transaction: other writers get their turn in between
+
+
+def drop_saved_vectors(store: Store, model_key: str, folder: Path, written: dict[str, list[str]]) -> int:
+    """Delete from the embedding cache the vectors the snapshot in `folder` now holds, so that each is stored
+    once (docs/format.md): the rows of the parts it wrote (`written`, from `save_snapshot`), or of every part the
+    first time (a memory whose cache still holds them all). Returns how many keys were dropped. A snapshot
+    replaced meanwhile by a newer one (another process) leaves the cache as it is: it is only space."""
+    first = store.get_meta(ONCE) != "1"
+    dropped = 0
+    try:
+        sums = manifest_sums(folder)
+        for role in ROLES:
+            names = [key_name(role, i) for i in range(len(part_names(sums, role)))] if first else written[role]
+            for name in names:
+                keys = json.loads((folder / name).read_text(encoding="utf-8"))
+                for start in range(0, len(keys), DROP_ROWS):
+                    store.drop_vectors(model_key, role, keys[start : start + DROP_ROWS])
+                dropped += len(keys)
+    except (SnapshotDamaged, OSError, ValueError) as exc:
+        log.info("the embedding cache keeps the vectors of %s (%s)", folder, exc)
+        return dropped
+    if first:
+        with store.transaction() as db:
+            store.set_meta(db, ONCE, "1")
+    return dropped
+
+
+def keep_cached_vectors(store: Store) -> None:
+    """A session that keeps its vectors in the cache too (`graph.keep_vector_cache`): the next one that does not
+    drops every snapshot row from the cache, not only the rows it wrote."""
+    if store.get_meta(ONCE) == "1":
+        with store.transaction() as db:
+            store.set_meta(db, ONCE, "0")
