@@ -63,15 +63,22 @@ def shares(found: list[np.ndarray], best: np.ndarray) -> tuple[float, float]:
     return top5, top1
 
 
-def ivf(facts: np.ndarray, queries: np.ndarray, best: np.ndarray, nlist: int, probes: list[int]) -> None:
+def partition(facts: np.ndarray, nlist: int) -> tuple[np.ndarray, np.ndarray]:
+    """The IVF partition: (`nlist` spherical k-means centres trained on up to 64 sampled rows per cell, the cell
+    of each row: its nearest centre)."""
     faiss = library()
     rng = np.random.default_rng(0)
-    start = time.perf_counter()
     sample = facts[np.sort(rng.choice(len(facts), min(len(facts), 64 * nlist), replace=False))]
     kmeans = faiss.Kmeans(facts.shape[1], nlist, niter=10, seed=1, spherical=True, max_points_per_centroid=64)
     kmeans.train(sample)
     centres = kmeans.centroids.astype(np.float32)
     cell = np.concatenate([np.argmax(facts[i : i + BLOCK] @ centres.T, axis=1) for i in range(0, len(facts), BLOCK)])
+    return centres, cell
+
+
+def ivf(facts: np.ndarray, queries: np.ndarray, best: np.ndarray, nlist: int, probes: list[int]) -> None:
+    start = time.perf_counter()
+    centres, cell = partition(facts, nlist)
     print(f"IVF {nlist} cells: trained and assigned in {time.perf_counter() - start:.1f} s; largest cell "
           f"{int(np.bincount(cell, minlength=nlist).max()):,} facts")
     print("| cells probed | top 5 held | best held | facts read |")

@@ -339,7 +339,7 @@ class RecordStore:
         with self.transaction() as db:
             db.executemany(
                 "DELETE FROM embeddings WHERE model = ? AND role = ? AND text_hash = ?",
-                ((model, role, h) for h in hashes),
+                ((model, role, h) for h in sorted(hashes)),  # in key order: the B-tree pages in turn
             )
         with self._lock:
             self._check_open()
