@@ -14,11 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
 from engram.store import snapshot_parts
+from engram.store.snapshot import load_snapshot
+from engram.store.snapshot_lookup import SnapshotLookup, mapped_file
 from test_snapshot_parts import Counting, corpus, newest, rankings
 
 KEEP = {"graph": {"keep_vector_cache": True}}
@@ -149,3 +152,26 @@ def test_an_older_memory_drops_its_cached_vectors_at_its_next_save(tmp_path: Pat
     kept = build(tmp_path / "kept", docs, extractions, KEEP)
     with Memory(path, embedder=HashEmbedder()) as memory, Memory(kept, embedder=HashEmbedder()) as fresh:
         assert rankings(memory) == rankings(fresh)
+
+
+def test_a_lookup_reads_only_parts_it_does_not_hold_and_only_sound_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    docs, extractions = corpus(6)
+    path = build(tmp_path / "m", docs, extractions)
+    table, _ = load_snapshot(path)
+    keys, parts = table["fact"]
+    wanted = [keys[0], keys[-1], "0" * 64]
+    lookup = SnapshotLookup(path, HashEmbedder().dim)
+    found = lookup.find("fact", wanted)
+    assert sorted(found) == sorted(keys[i] for i in (0, -1))  # the unknown key is left out
+    assert np.array_equal(found[keys[-1]], parts[-1][-1])
+    held = {f for p in parts if (f := mapped_file(p)) is not None}
+    assert held and SnapshotLookup(path, HashEmbedder().dim).find("fact", wanted, held) == {}
+    damaged = newest(path) / "fact.npy"
+    data = bytearray(damaged.read_bytes())
+    data[-1] ^= 0x01
+    damaged.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="engram"):
+        assert SnapshotLookup(path, HashEmbedder().dim).find("fact", wanted) == {}
+    assert any("does not match its checksum" in r.getMessage() for r in caplog.records)

@@ -26,6 +26,17 @@ Vectors = npt.NDArray[np.float32]
 FileId = tuple[int, int]  # (device, inode) of a part's vector file: parts never change once written
 
 
+def mapped_file(rows: object) -> FileId | None:
+    """The (device, inode) of the file `rows` maps (an `np.memmap` from `np.load(..., mmap_mode=...)`), if any."""
+    name = getattr(rows, "filename", None)
+    if not isinstance(rows, np.memmap) or not name:
+        return None
+    try:
+        return file_identity(Path(name))[:2]
+    except OSError:
+        return None
+
+
 class SnapshotLookup:
     """Find vectors by text hash in the newest snapshot under `root`, skipping the parts `mapped(role)` names
     (the files the caller holds). Parts read once are remembered (their key index and a read-only map)."""
@@ -36,15 +47,16 @@ class SnapshotLookup:
         self._parts: dict[FileId, tuple[dict[str, int], Vectors]] = {}
         self._damaged: set[FileId] = set()  # manifests of snapshots found damaged (warned once)
 
-    def find(self, role: str, hashes: Collection[str]) -> dict[str, Vectors]:
-        """The rows of those of `hashes` that the newest snapshot's parts of `role` hold (others are left out)."""
+    def find(self, role: str, hashes: Collection[str], held: Collection[FileId] = ()) -> dict[str, Vectors]:
+        """The rows of those of `hashes` that the newest snapshot's parts of `role` hold (others are left out);
+        `held`: more files to skip (those the caller searched already)."""
         out: dict[str, Vectors] = {}
         wanted = set(hashes)
         folders = newest_folders(self.root)
         if not wanted or not folders:
             return out
         folder = folders[0]
-        skip = set(self.mapped(role))
+        skip = {*self.mapped(role), *held}
         try:
             manifest = file_identity(folder / SNAPSHOT_MANIFEST)[:2]
             if manifest in self._damaged:

@@ -32,7 +32,7 @@ from engram.store.snapshot import (
     snapshot_dir,
     write_snapshot,
 )
-from engram.store.snapshot_lookup import SnapshotLookup
+from engram.store.snapshot_lookup import SnapshotLookup, mapped_file
 from engram.store.snapshot_parts import key_name, part_names, relocated
 from engram.types import Progress
 
@@ -85,6 +85,10 @@ class VectorSource:
         self.store, self.embedder, self.model_key, self.lookup = store, embedder, model_key, lookup
         self.snapshot = {role: RowView(parts, embedder.dim) for role, (_, parts) in snapshot.items()}
         self.rows = {role: {h: i for i, h in enumerate(keys)} for role, (keys, _) in snapshot.items()}
+        # the snapshot files searched through `rows` already: a lookup in the newest snapshot skips them
+        self.held = {
+            role: {f for p in parts if (f := mapped_file(p)) is not None} for role, (_, parts) in snapshot.items()
+        }
         self.embedded = 0
         self.batch = EMBED_BATCH
 
@@ -112,7 +116,7 @@ class VectorSource:
         for start in range(0, len(keys), LOOKUP_CHUNK):  # a chunk's rows in transit at a time, not all of them
             _place(self.store.vectors_for(self.model_key, role, keys[start : start + LOOKUP_CHUNK]), wanted, out)
         if wanted and self.lookup is not None:  # saved by another process since this one opened its snapshot
-            for h, vector in self.lookup.find(role, list(wanted)).items():
+            for h, vector in self.lookup.find(role, list(wanted), self.held.get(role, ())).items():
                 out[wanted.pop(h)] = vector
         if wanted:
             self._embed(role, texts, wanted, out, progress)
