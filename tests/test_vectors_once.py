@@ -6,19 +6,25 @@ every vector, as before), the counts of texts embedded, and the rows of engram.s
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram import Document, Memory
 from engram.embed import HashEmbedder
+from engram.index.live import load
 from engram.store import snapshot_parts
 from engram.store.snapshot import load_snapshot
 from engram.store.snapshot_lookup import SnapshotLookup, mapped_file
@@ -175,3 +181,19 @@ def test_a_lookup_reads_only_parts_it_does_not_hold_and_only_sound_ones(
     with caplog.at_level(logging.WARNING, logger="engram"):
         assert SnapshotLookup(path, HashEmbedder().dim).find("fact", wanted) == {}
     assert any("does not match its checksum" in r.getMessage() for r in caplog.records)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=8), max_size=40), st.integers(1, 200), st.integers(1, 7))
+def test_key_batches_read_what_json_reads(seeds: list[bytes], read: int, size: int) -> None:
+    """The streamed reader of a key file gives the keys json.loads gives, in order and in batches of `size`,
+    whatever the read size (keys cut across reads)."""
+    keys = [hashlib.sha256(s).hexdigest() for s in seeds]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "fact-keys.json"
+        path.write_text(json.dumps(keys), encoding="utf-8")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(load, "READ_BYTES", read)
+            batches = list(load.key_batches(path, size))
+    assert [k for b in batches for k in b] == keys
+    assert all(0 < len(b) <= size for b in batches) and all(len(b) == size for b in batches[:-1])

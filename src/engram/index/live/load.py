@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Generic, TypeVar, overload
@@ -313,10 +313,9 @@ def drop_saved_vectors(store: Store, model_key: str, folder: Path, written: dict
         for role in ROLES:
             names = [key_name(role, i) for i in range(len(part_names(sums, role)))] if first else written[role]
             for name in names:
-                keys = json.loads((folder / name).read_text(encoding="utf-8"))
-                for start in range(0, len(keys), DROP_ROWS):
-                    store.drop_vectors(model_key, role, keys[start : start + DROP_ROWS])
-                dropped += len(keys)
+                for keys in key_batches(folder / name, DROP_ROWS):
+                    store.drop_vectors(model_key, role, keys)
+                    dropped += len(keys)
     except (SnapshotDamaged, OSError, ValueError) as exc:
         log.info("the embedding cache keeps the vectors of %s (%s)", folder, exc)
         return dropped
@@ -324,6 +323,30 @@ def drop_saved_vectors(store: Store, model_key: str, folder: Path, written: dict
         with store.transaction() as db:
             store.set_meta(db, ONCE, "1")
     return dropped
+
+
+_HEX_KEY = re.compile(rb'"([0-9a-f]{64})"')
+READ_BYTES = 1 << 20
+
+
+def key_batches(path: Path, size: int) -> Iterator[list[str]]:
+    """The text hashes of a snapshot key file (a JSON list of SHA-256 hex digests), `size` at a time, read a
+    megabyte at a time: a large part's keys (gigabytes of JSON at a million passages) are never all in RAM."""
+    batch: list[str] = []
+    carry = b""
+    with path.open("rb") as handle:
+        while chunk := handle.read(READ_BYTES):
+            data = carry + chunk
+            cut = data.rfind(b",") + 1  # every key before the last comma is whole; the rest waits for more
+            for match in _HEX_KEY.finditer(data, 0, cut):
+                batch.append(match.group(1).decode("ascii"))
+                if len(batch) == size:
+                    yield batch
+                    batch = []
+            carry = data[cut:]
+    batch.extend(m.group(1).decode("ascii") for m in _HEX_KEY.finditer(carry))
+    if batch:
+        yield batch
 
 
 def keep_cached_vectors(store: Store) -> None:
