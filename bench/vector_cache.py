@@ -8,6 +8,11 @@ of any script, embeds only what is missing. The cache lives under ~/.cache/engra
 (or `folder`). `identity` is the model's own, so a memory built through the cache opens with the plain
 default embedder too.
 
+One folder takes one writing process at a time: chunk numbers are the next free one as this process saw it at
+start, so two processes writing the same folder at once can write the same chunk (and its `.partial` files).
+A second process can instead read another's folder without writing there (`read_also`: its chunks present at
+start are read, and what neither holds is embedded and saved in `folder`).
+
     from vector_cache import CachedEmbedder
     embedder = CachedEmbedder()          # then Memory(path, embedder=embedder)
     embedder.seconds, embedder.embedded  # time spent and texts embedded by the model, per role
@@ -38,24 +43,34 @@ def default_folder() -> Path:
 class CachedEmbedder:
     """The default embedder behind an on-disk cache of its vectors (see the module docstring)."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, read_also: Sequence[Path] = ()) -> None:
         self.inner = resolve_embedder(None)
         self.folder = (folder or default_folder()) / model_key(self.inner)
         self.folder.mkdir(parents=True, exist_ok=True)
-        self._rows: dict[bytes, tuple[int, int]] = {}  # key -> (chunk, row)
+        self._rows: dict[bytes, tuple[int, int]] = {}  # key -> (chunk, row); read-only folders' chunks are < 0
         self._chunks: dict[int, Vectors] = {}
         self.seconds: dict[str, float] = {}
         self.embedded: dict[str, int] = {}
-        for keys_file in sorted(self.folder.glob("keys-*.npy")):
-            chunk = int(keys_file.stem.split("-")[1])
-            vectors_file = self.folder / f"vectors-{chunk:06d}.npy"
+        for i, other in enumerate(read_also):  # first, so this folder's own rows win where both hold a text
+            self._read(other / model_key(self.inner), -(i + 1) << 32)
+        self._next = self._read(self.folder, 0)
+
+    def _read(self, folder: Path, base: int) -> int:
+        """File the complete chunks of `folder` under `base` + their number; the next free number there."""
+        numbers = [-1]
+        for keys_file in sorted(folder.glob("keys-*.npy")):
+            number = int(keys_file.stem.split("-")[1])
+            vectors_file = folder / f"vectors-{number:06d}.npy"
             if not vectors_file.exists():
                 continue
-            self._chunks[chunk] = np.load(vectors_file, mmap_mode="r")
-            keys = np.load(keys_file)
+            numbers.append(number)
+            vectors, keys = np.load(vectors_file, mmap_mode="r"), np.load(keys_file)
+            if len(vectors) != len(keys):  # two writers' files of one chunk number: neither is trusted
+                continue
+            self._chunks[base + number] = vectors
             for row, key in enumerate(keys.tolist()):
-                self._rows[bytes(key)] = (chunk, row)
-        self._next = max(self._chunks, default=-1) + 1
+                self._rows[bytes(key)] = (base + number, row)
+        return max(numbers) + 1
 
     @property
     def identity(self) -> dict[str, Any]:
