@@ -180,6 +180,8 @@ def test_settings_out_of_range_are_refused_with_the_range() -> None:
         assert message in str(caught.value)
     with pytest.raises(InputError, match="synonym_threshold"):
         MemoryConfig.from_dict({"graph": {"synonym_threshold": 2}})
+    with pytest.raises(InputError, match="keep_vector_cache must be true or false, not 'yes'"):
+        MemoryConfig.from_dict({"graph": {"keep_vector_cache": "yes"}})
     with pytest.raises(InputError, match="max_words"):
         MemoryConfig.from_dict({"chunk": {"max_words": 0}})
     kept = MemoryConfig.from_dict({"retrieve": {"fact_temperature": None, "passage_weight": 0, "damping": 0}})
