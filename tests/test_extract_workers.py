@@ -115,18 +115,29 @@ def finish(processes: list[subprocess.Popen[bytes]], within: float = 120.0) -> N
 
 
 def kill_the_first_busy(workers: dict[str, subprocess.Popen[bytes]], server: FakeOpenAI) -> str:
-    """SIGKILL the first worker to have sent 30 requests (in the middle of its work); returns its model."""
+    """SIGKILL the first worker to have sent 30 requests (in the middle of its work); returns its model. The
+    others are stopped (SIGSTOP) first, so that what the killed one held can be read before any of them takes
+    it over (a worker of this host takes a dead one's claims at once): `resume` lets them go on."""
     deadline = time.monotonic() + 60
     while True:
         counts = Counter(str(r["model"]) for r in list(server.requests))
         victim = next((m for m, n in counts.items() if n >= 30), None)
         assert all(p.poll() is None for p in workers.values()), "a worker finished before the kill"
         if victim is not None:
+            for model, process in workers.items():
+                if model != victim:
+                    process.send_signal(signal.SIGSTOP)
             workers[victim].send_signal(signal.SIGKILL)
             workers[victim].wait()
             return victim
         assert time.monotonic() < deadline, "extraction did not start"
         time.sleep(0.005)
+
+
+def resume(workers: dict[str, subprocess.Popen[bytes]]) -> None:
+    for process in workers.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
 
 
 @pytest.fixture(params=["directory", "postgres"])
@@ -176,11 +187,15 @@ def test_a_killed_worker_leaves_nothing_unfinished(place: Any, server: FakeOpenA
     except BaseException:
         finish(list(workers.values()), within=0.1)  # kills them all
         raise
-    killed_at = len(server.requests)
-    # what it held when it died, read at once (its leases were renewed within 1.3 s; the others are still busy)
-    holder = f"{victim} " if named else f" pid {workers[victim].pid} "
-    leases = rows(where, "SELECT p.id, c.worker FROM claims c JOIN passages p ON p.content_hash = c.content_hash")
-    held = {pid for pid, worker in leases if (str(worker).startswith(holder) if named else holder in str(worker))}
+    try:
+        killed_at = len(server.requests)
+        # what it held when it died, read while the others are stopped (its leases were renewed within 1.3 s)
+        holder = f"{victim} " if named else f" pid {workers[victim].pid} "
+        sql = "SELECT p.id, c.worker FROM claims c JOIN passages p ON p.content_hash = c.content_hash"
+        leases = rows(where, sql)
+        held = {pid for pid, worker in leases if (str(worker).startswith(holder) if named else holder in str(worker))}
+    finally:
+        resume(workers)
     finish([p for model, p in workers.items() if model != victim], within=120.0 if named else LONG_LEASE / 2)
     ner = sent(server, "ner")
     assert Counter(doc for doc, _ in ner).keys() == {d.id for d in documents()}

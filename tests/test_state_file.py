@@ -204,3 +204,26 @@ def test_a_damaged_key_table_is_detected(tmp_path: Path, caplog: pytest.LogCaptu
     with caplog.at_level(logging.WARNING, logger="engram"):
         assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph) is None
     assert any("state-phrase_hashes.npy" in r.getMessage() for r in caplog.records)
+
+
+def test_a_few_facts_then_many_on_a_restored_state(tmp_path: Path) -> None:
+    """A restored fact order takes a few new facts by binary search before its keys are made; a later large
+    change then makes every key, appended rows included (it read only the saved facts: an IndexError that
+    stopped `engram extract` workers, which replay the others' commits). Oracle: a memory built in one go."""
+    from test_snapshot_parts import corpus, rankings
+
+    docs, extractions = corpus(120)
+    path = tmp_path / "m"
+    with Memory(path, embedder=HashEmbedder()) as memory:
+        memory.index(docs[:40], extractions=extractions[:40])
+    with Memory(path, embedder=HashEmbedder()) as reader, Memory(path, embedder=HashEmbedder()) as writer:
+        reader.stats()  # restored from the saved state
+        writer.index(docs[40:41], extractions=extractions[40:41])  # 3 new facts
+        rankings(reader)  # replayed: inserted into the restored order one by one
+        writer.index(docs[41:], extractions=extractions[41:])  # about 240 more
+        got = rankings(reader)  # replayed: one merge of every key
+        stats = {k: v for k, v in reader.stats().items() if k != "generation"}
+    with Memory(tmp_path / "whole", embedder=HashEmbedder()) as whole:
+        whole.index(docs, extractions=extractions)
+        assert rankings(whole) == got
+        assert {k: v for k, v in whole.stats().items() if k != "generation"} == stats

@@ -289,8 +289,11 @@ def _fill_orders(state: IndexState, arrays: dict[str, Array]) -> None:
     state.passage_order.restore(arrays["order_passage"], lambda r: passages[r].id)
     state.phrase_order.restore(arrays["order_phrase"], phrases.__getitem__)
     # a few changes read the keys they pass in a binary search; many make the saved facts' tuples at once
-    state.fact_order.restore(arrays["order_fact"], facts.__getitem__, lambda rows: _items(facts.saved(), rows))
+    state.fact_order.restore(arrays["order_fact"], facts.__getitem__, lambda rows: _items(facts.saved(), facts, rows))
 
 
-def _items(table: Sequence[T], rows: list[int]) -> list[T]:
-    return [table[r] for r in rows]
+def _items(saved: Sequence[T], table: Sequence[T], rows: list[int]) -> list[T]:
+    """The entries of `rows`: from the saved tuples, or from `table` for rows appended since (a few changes
+    insert such rows into a restored order before its keys are made)."""
+    count = len(saved)
+    return [saved[r] if r < count else table[r] for r in rows]
