@@ -12,6 +12,11 @@ does), so the recall is that of the whole procedure.
 
     .venv/bin/python bench/bench_ann.py [--size 300000] [--threads 2] [--only REGEX]
     .venv/bin/python bench/bench_ann.py --vectors KEPT/s100000/m/index/gN/phrase.npy --size 200000
+    .venv/bin/python bench/bench_ann.py --minilm-passages 30000 --threads 1 --only 'engram|IVF'
+
+IVF range candidates (issue 54, `RangeIVF`): IVFFlat, IVFSQ8 and IVFSQfp16 with nlist = F x sqrt(N)
+(`--nlist-factors`), searched at each `--nprobe` by `range_search` at 0.8 - slack, candidates re-scored exactly:
+train, add and search-all time, serialized bytes per vector, the slack and the largest error measured, recall.
 """
 
 from __future__ import annotations
@@ -56,6 +61,21 @@ def phrase_vectors(size: int) -> Vectors:
         passages += 1
     say(f"{size:,} phrases from {passages:,} passages; embedding")
     return HashEmbedder(dim=384).embed([p.lower() for p in corpus.phrases[:size]])
+
+
+def minilm_phrases(passages: int) -> Vectors:
+    """The all-MiniLM-L6-v2 vectors of the phrases (normalised, as engram embeds them) of the first `passages`
+    passages of minilm_scale.py's corpus, in the order the corpus names them, from its vector cache."""
+    from engram.text import normalize_phrase
+    from minilm_scale import SEED
+    from scale_corpus import Corpus
+    from vector_cache import read_cached
+
+    corpus = Corpus(seed=SEED)
+    while corpus.made < passages:
+        corpus.passage()
+    say(f"{len(corpus.phrases):,} phrases from {passages:,} passages; reading their cached vectors")
+    return read_cached([normalize_phrase(p) for p in corpus.phrases], "phrase")
 
 
 def clustered_vectors(size: int, dim: int = 384, seed: int = 3) -> Vectors:
@@ -125,6 +145,7 @@ def make_faiss_hnsw(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
         index.hnsw.efSearch = max(ef, k)
         return index.search(q, k)
 
+    search.index = index  # type: ignore[attr-defined]  # for its serialized size
     return search
 
 
@@ -148,6 +169,7 @@ def make_faiss_hnsw_sq(vectors: Vectors, m: int, ef_build: int, ef: int, kind: s
         order = np.argsort(-sims, axis=1, kind="stable")
         return np.take_along_axis(sims, order, 1), np.take_along_axis(ids, order, 1)
 
+    search.index = index  # type: ignore[attr-defined]
     return search
 
 
@@ -159,7 +181,111 @@ def make_faiss_ivf(vectors: Vectors, nlist: int, nprobe: int) -> Search:
     index.train(vectors[np.random.default_rng(0).choice(len(vectors), min(len(vectors), 40 * nlist), replace=False)])
     index.add(vectors)
     index.nprobe = nprobe
-    return lambda q, k: index.search(q, k)
+
+    def search(q: Vectors, k: int) -> Any:
+        return index.search(q, k)
+
+    search.index = index  # type: ignore[attr-defined]
+    return search
+
+
+class RangeIVF:
+    """An IVF candidate search for synonyms (issue 54): faiss `IndexIVFFlat` or `IndexIVFScalarQuantizer`
+    (`kind` QT_8bit or QT_fp16, codes of the residuals to the cell's centroid) over inner products, `nlist`
+    cells trained on a sample (50 points per cell), `nprobe` cells (`index.nprobe`, set by the caller) searched
+    by `range_search` at radius threshold - slack, every candidate then re-scored with the float32 vectors and
+    the best TOP_K at >= the threshold kept, as engram re-checks candidates.
+
+    The slack covers the codes' error: for a unit query q and a stored vector x decoded as x', the approximate
+    cosine is off by |q . (x - x')| <= |x - x'| (Cauchy-Schwarz), so `slack` is the largest |x - x'| over the
+    stored vectors (decoded through `sa_encode`/`sa_decode`, which also counts components clamped outside the
+    trained range). The 8-bit codes' per-dimension bound (range / 255 per component: sqrt(sum (range/255)^2)) is
+    kept in `bound` to print beside it; float32 and half-precision lists get the same measured slack."""
+
+    def __init__(self, vectors: Vectors, kind: str, nlist: int) -> None:
+        import faiss
+
+        dim = vectors.shape[1]
+        self.vectors, self.kind = vectors, kind
+        self.quantizer = faiss.IndexFlatIP(dim)
+        if kind == "flat":
+            self.index = faiss.IndexIVFFlat(self.quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        else:
+            qtype = getattr(faiss.ScalarQuantizer, kind)
+            self.index = faiss.IndexIVFScalarQuantizer(self.quantizer, dim, nlist, qtype, faiss.METRIC_INNER_PRODUCT)
+        sample = np.random.default_rng(0).choice(len(vectors), min(len(vectors), 50 * nlist), replace=False)
+        start = time.perf_counter()
+        self.index.train(vectors[np.sort(sample)])
+        self.train_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        for lo in range(0, len(vectors), 50_000):
+            self.index.add(vectors[lo : lo + 50_000])
+        self.add_seconds = time.perf_counter() - start
+        self.bytes = len(faiss.serialize_index(self.index))
+        self.bound = float("nan")
+        if kind == "QT_8bit":
+            trained = faiss.vector_to_array(self.index.sq.trained)  # per dimension: minimum, then range
+            self.bound = float(np.linalg.norm(trained[dim:] / 255.0))
+        worst = 0.0
+        for lo in range(0, len(vectors), 20_000):
+            part = vectors[lo : lo + 20_000]
+            decoded = self.index.sa_decode(self.index.sa_encode(part))
+            worst = max(worst, float(np.linalg.norm(part - decoded, axis=1).max()))
+        self.slack = max(worst, SLACK)
+        self.candidates = 0  # candidates returned by the range searches of `pairs_of` (sampled rows)
+        self.error = 0.0  # the largest |approximate - exact| cosine among them
+
+    def candidates_of(self, queries: Vectors) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any, Any]:
+        """(query position, row, approximate cosine, exact cosine) of the range search's candidates."""
+        lims, approx, ids = self.index.range_search(np.ascontiguousarray(queries), THRESHOLD - self.slack)
+        qpos = np.repeat(np.arange(len(queries), dtype=np.int64), np.diff(lims).astype(np.int64))
+        ids = ids.astype(np.int64)
+        exact = np.empty(len(ids), dtype=np.float32)
+        for lo in range(0, len(ids), 200_000):  # 200k candidate pairs x 2 x 1.5 KB at a time
+            at = slice(lo, lo + 200_000)
+            exact[at] = np.einsum("ij,ij->i", queries[qpos[at]], self.vectors[ids[at]])
+        return qpos, ids, approx, exact
+
+    def search_all(self, block: int = 2_000) -> int:
+        """Every row's synonym list from scratch (what the timing measures): range search, exact re-score, the
+        TOP_K best at >= THRESHOLD other than the row itself. Returns the pairs kept."""
+        kept = 0
+        for lo in range(0, len(self.vectors), block):
+            qpos, ids, _, exact = self.candidates_of(self.vectors[lo : lo + block])
+            keep = (exact >= THRESHOLD) & (ids != qpos + lo)
+            qpos, exact = qpos[keep], exact[keep]
+            order = np.lexsort((-exact, qpos))
+            starts = np.searchsorted(qpos[order], qpos[order], side="left")
+            kept += int(np.count_nonzero(np.arange(len(order)) - starts < TOP_K))
+        return kept
+
+    def pairs_of(self, rows: npt.NDArray[np.int64]) -> set[tuple[int, int]]:
+        """The pairs the procedure keeps for `rows`, re-checked as `exact_pairs` checks (`confirmed`)."""
+        out = set()
+        for lo in range(0, len(rows), 2_000):
+            block = rows[lo : lo + 2_000]
+            qpos, ids, approx, exact = self.candidates_of(self.vectors[block])
+            self.candidates += len(ids)
+            if len(ids):
+                self.error = max(self.error, float(np.abs(approx - exact).max()))
+            cuts = np.searchsorted(qpos, np.arange(len(block) + 1))
+            for i, q in enumerate(block.tolist()):
+                hits = confirmed(self.vectors, q, ids[cuts[i] : cuts[i + 1]])[:TOP_K]
+                out.update((q, int(t)) for t in hits)
+        return out
+
+
+IVF_KINDS = {"QT_8bit": "IVFSQ8", "QT_fp16": "IVFSQfp16", "flat": "IVFFlat"}
+
+
+def ivf_candidates(size: int, factors: list[float], probes: list[int]) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    """(kind, nlist, [(label, nprobe), ...]) of the IVF range candidates: nlist `factor` x sqrt(N)."""
+    out = []
+    for factor in factors:
+        nlist = int(factor * np.sqrt(size))
+        for kind, name in IVF_KINDS.items():
+            out.append((kind, nlist, [(f"faiss {name} nlist{nlist} nprobe{p} range", p) for p in probes]))
+    return out
 
 
 def make_hnswlib(vectors: Vectors, m: int, ef_build: int, ef: int) -> Search:
@@ -195,6 +321,8 @@ def make_usearch(vectors: Vectors, m: int, ef_build: int, ef: int, dtype: str) -
 
 
 THREADS = 2
+IVF_FACTORS = [2.0, 4.0, 8.0]  # nlist = factor x sqrt(N)
+IVF_PROBES = [4, 8, 16, 32]
 
 
 def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
@@ -210,6 +338,7 @@ def candidates(size: int) -> list[tuple[str, Callable[[Vectors], Search]]]:
         ("faiss HNSWSQ8 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq(v, 16, 80, 32)),
         ("faiss HNSWSQ8 M16 efc80 ef64", lambda v: make_faiss_hnsw_sq(v, 16, 80, 64)),
         ("faiss HNSWSQfp16 M16 efc80 ef32", lambda v: make_faiss_hnsw_sq(v, 16, 80, 32, "QT_fp16")),
+        ("faiss HNSWSQfp16 M24 efc80 ef32 (engram)", lambda v: make_faiss_hnsw_sq(v, 24, 80, 32, "QT_fp16")),
         (f"faiss IVFFlat nlist{nlist} nprobe16", lambda v: make_faiss_ivf(v, nlist, 16)),
         (f"faiss IVFFlat nlist{nlist} nprobe64", lambda v: make_faiss_ivf(v, nlist, 64)),
         ("hnswlib M16 efc40 ef32", lambda v: make_hnswlib(v, 16, 40, 32)),
@@ -229,8 +358,8 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
     say(f"[{name}] {len(truth)} exact pairs at >= {THRESHOLD} on {SAMPLE} rows")
     print(f"\n{name}: {len(vectors):,} vectors, {len(truth) / SAMPLE:.2f} synonym pairs per row, "
           f"exact search of all rows (projected from {SAMPLE}): {exact_seconds:.0f} s")  # fmt: skip
-    print("| library, settings | build s | search all s | index MiB | recall | recall, either side |")
-    print("|---|---|---|---|---|---|")
+    print("| library, settings | build s | search all s | index MiB | bytes/vector | recall | recall, either side |")
+    print("|---|---|---|---|---|---|---|")
     for label, make in candidates(len(vectors)):
         if not re.search(only, label):
             continue
@@ -239,15 +368,62 @@ def measure(name: str, vectors: Vectors, k: int, only: str) -> None:
         search = make(vectors)
         built = time.perf_counter() - start
         grown = rss_mib() - before
+        index = getattr(search, "index", None)
+        per_vector = len(faiss_module().serialize_index(index)) / len(vectors) if index is not None else float("nan")
         start = time.perf_counter()
-        for lo in range(0, len(vectors), 10_000):
-            search(vectors[lo : lo + 10_000], k)
+        for lo in range(0, len(vectors), 10_000):  # with the re-search of rows whose k results all pass
+            sims, _ = search(vectors[lo : lo + 10_000], k)
+            wide = np.flatnonzero(sims[:, -1] >= THRESHOLD - SLACK)
+            if len(wide):
+                search(vectors[lo + wide], TOP_K + 1)
         searched = time.perf_counter() - start
         found = ann_pairs(search, vectors, rows, k)
         recall = len(found & truth) / max(1, len(truth))
         either = len(found & truth | either_side(search, vectors, truth, k)) / max(1, len(truth))
-        print(f"| {label} | {built:.1f} | {searched:.1f} | {grown:.0f} | {recall:.4f} | {either:.4f} |", flush=True)
-        del search
+        print(f"| {label} | {built:.1f} | {searched:.1f} | {grown:.0f} | {per_vector:.0f} | {recall:.4f} | "
+              f"{either:.4f} |", flush=True)  # fmt: skip
+        del search, index
+    measure_range(vectors, rows, truth, only)
+
+
+def faiss_module() -> Any:
+    import faiss
+
+    return faiss
+
+
+def measure_range(vectors: Vectors, rows: npt.NDArray[np.int64], truth: set[tuple[int, int]], only: str) -> None:
+    """The IVF range candidates (`RangeIVF`) on the same sampled rows: one index per (kind, nlist), searched at
+    each nprobe."""
+    chosen = [(kind, nlist, [(label, p) for label, p in probes if re.search(only, label)])
+              for kind, nlist, probes in ivf_candidates(len(vectors), IVF_FACTORS, IVF_PROBES)]  # fmt: skip
+    chosen = [c for c in chosen if c[2]]
+    if not chosen:
+        return
+    partners = np.array(sorted({t for _, t in truth}), dtype=np.int64)
+    print(f"\nIVF range search at {THRESHOLD} - slack, candidates re-scored in float32, the best {TOP_K} kept; "
+          f"slack = the largest |x - decoded x| over the stored vectors (8-bit bound: |range / 255| per "
+          f"dimension); error = the largest |approximate - exact| cosine of the sampled rows' candidates")  # fmt: skip
+    print("| library, settings | train s | add s | search all s | bytes/vector | slack (8-bit bound) | error | "
+          "candidates/row | recall | recall, either side |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for kind, nlist, probes in chosen:
+        ivf = RangeIVF(vectors, kind, nlist)
+        for label, nprobe in probes:
+            ivf.index.nprobe = nprobe
+            ivf.candidates, ivf.error = 0, 0.0
+            start = time.perf_counter()
+            ivf.search_all()
+            searched = time.perf_counter() - start
+            found = ivf.pairs_of(rows)
+            per_row = ivf.candidates / len(rows)
+            back = ivf.pairs_of(partners) if len(partners) else set()
+            recall = len(found & truth) / max(1, len(truth))
+            either = len(found & truth | {(q, t) for q, t in truth if (t, q) in back}) / max(1, len(truth))
+            print(f"| {label} | {ivf.train_seconds:.1f} | {ivf.add_seconds:.1f} | {searched:.1f} | "
+                  f"{ivf.bytes / len(vectors):.0f} | {ivf.slack:.2e} ({ivf.bound:.2e}) | {ivf.error:.2e} | "
+                  f"{per_row:.1f} | {recall:.4f} | {either:.4f} |", flush=True)  # fmt: skip
+        del ivf
 
 
 def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[int] | None = None) -> None:
@@ -284,7 +460,7 @@ def measure_engram(name: str, vectors: Vectors, batches: int = 1, sizes: list[in
 
 
 def main() -> int:
-    global THREADS, SAMPLE
+    global THREADS, SAMPLE, IVF_FACTORS, IVF_PROBES
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=300_000)
     parser.add_argument("--k", type=int, default=16, help="neighbours searched first (widened when all match)")
@@ -296,7 +472,12 @@ def main() -> int:
         help="measure on the first --size rows of this .npy instead of the sets, e.g. the "
         "phrase vectors a kept bench_scale.py memory holds (its index/g*/phrase.npy)",
     )
+    parser.add_argument("--minilm-passages", type=int, default=0, help="measure on the MiniLM vectors of the "
+                        "phrases of the first N passages of minilm_scale.py's corpus, read from its vector cache "
+                        "(vector_cache.read_cached: read-only, no model), up to --size of them")  # fmt: skip
     parser.add_argument("--only", default="", help="regular expression: measure only the matching settings")
+    parser.add_argument("--nlist-factors", default="2,4,8", help="IVF range candidates: nlist = F x sqrt(N)")
+    parser.add_argument("--nprobe", default="4,8,16,32", help="IVF range candidates: cells searched")
     parser.add_argument("--engram", action="store_true", help="also engram's own synonym search (ANN forced)")
     parser.add_argument("--sample", type=int, default=SAMPLE, help="rows whose exact pairs the recall is over")
     parser.add_argument("--batches", type=int, default=1, help="--engram adds the rows in this many batches")
@@ -305,6 +486,8 @@ def main() -> int:
                         "instead of --batches), each batch's time printed")  # fmt: skip
     args = parser.parse_args()
     THREADS, SAMPLE = args.threads, args.sample
+    IVF_FACTORS = [float(x) for x in args.nlist_factors.split(",") if x]
+    IVF_PROBES = [int(x) for x in args.nprobe.split(",") if x]
     sizes = [int(x) for x in args.sizes.split(",") if x]
     try:
         import faiss
@@ -312,13 +495,17 @@ def main() -> int:
         faiss.omp_set_num_threads(args.threads)
     except ImportError:
         say("faiss not installed")
-    if args.vectors is not None:
-        rows = np.load(args.vectors, mmap_mode="r", allow_pickle=False)[: args.size]
-        chosen = np.ascontiguousarray(rows, dtype=np.float32)
+    if args.vectors is not None or args.minilm_passages:
+        if args.vectors is not None:
+            label = str(args.vectors)
+            rows = np.load(args.vectors, mmap_mode="r", allow_pickle=False)[: args.size]
+        else:
+            label, rows = f"MiniLM phrases of {args.minilm_passages:,} passages", minilm_phrases(args.minilm_passages)
+        chosen = np.ascontiguousarray(rows[: args.size], dtype=np.float32)
         if not args.engram_only:
-            measure(str(args.vectors), chosen, args.k, args.only)
+            measure(label, chosen, args.k, args.only)
         if args.engram or args.engram_only:
-            measure_engram(str(args.vectors), chosen, args.batches, sizes)
+            measure_engram(label, chosen, args.batches, sizes)
         return 0
     for name in args.sets.split(","):
         vectors = phrase_vectors(args.size) if name == "phrases" else clustered_vectors(args.size)

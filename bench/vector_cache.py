@@ -16,6 +16,7 @@ start are read, and what neither holds is embedded and saved in `folder`).
     from vector_cache import CachedEmbedder
     embedder = CachedEmbedder()          # then Memory(path, embedder=embedder)
     embedder.seconds, embedder.embedded  # time spent and texts embedded by the model, per role
+    read_cached(texts, "phrase")         # cached vectors only, read-only (no model; KeyError when one is missing)
 """
 
 from __future__ import annotations
@@ -38,6 +39,37 @@ Vectors = npt.NDArray[np.float32]
 
 def default_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "engram-bench" / "minilm"
+
+
+def text_key(role: str, text: str) -> bytes:
+    return hashlib.blake2b(f"{role}\0{text}".encode(), digest_size=16).digest()
+
+
+def read_cached(texts: Sequence[str], role: str, folder: Path | None = None) -> Vectors:
+    """The cached vectors of `texts` (a row each), read from the complete chunks alone (a chunk's keys file is
+    put in place after its vectors) without writing anything or loading the model, so it is safe while another
+    process is filling the cache. KeyError when some text has no cached vector."""
+    where = folder or default_folder() / model_key(resolve_embedder(None))
+    wanted: dict[bytes, list[int]] = {}
+    for i, text in enumerate(texts):
+        wanted.setdefault(text_key(role, text), []).append(i)
+    out = np.empty((len(texts), 0), dtype=np.float32)
+    left = len(wanted)
+    for keys_file in sorted(where.glob("keys-*.npy")):
+        vectors_file = where / f"vectors-{keys_file.stem.split('-')[1]}.npy"
+        keys = np.load(keys_file, allow_pickle=False)
+        rows = [(r, wanted[k]) for r, k in enumerate(map(bytes, keys.tolist())) if k in wanted]
+        if not rows:
+            continue
+        chunk = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
+        if out.shape[1] == 0:
+            out = np.full((len(texts), chunk.shape[1]), np.nan, dtype=np.float32)
+        for r, at in rows:
+            out[at] = chunk[r]
+        left -= len(rows)
+    if left > 0 or np.isnan(out).any() or out.shape[1] == 0:
+        raise KeyError(f"{left:,} of {len(wanted):,} {role} texts have no vector in {where}")
+    return out
 
 
 class CachedEmbedder:
