@@ -105,16 +105,17 @@ def test_a_crash_before_the_close_keeps_every_vector_it_embedded(tmp_path: Path)
     assert cached(path) == 0  # and the close moved them into its snapshot
 
 
+@pytest.mark.parametrize("role", ["passage", "fact"])
 def test_without_a_usable_snapshot_the_texts_are_embedded_again(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, role: str
 ) -> None:
     docs, extractions = corpus(8)
     kept = build(tmp_path / "kept", docs, extractions, KEEP)
-    facts = cached(kept, ("fact",))
+    rows = cached(kept, (role,))
     path = build(tmp_path / "m", docs, extractions)
-    damaged = newest(path) / "fact.npy"
+    damaged = newest(path) / f"{role}.npy"
     data = bytearray(damaged.read_bytes())
-    data[-4:] = b"\x00\x00\xc0\x7f"  # a NaN in the last fact row
+    data[-4:] = b"\x00\x00\xc0\x7f"  # a NaN in the last row
     damaged.write_bytes(bytes(data))
     counting = Counting()
     with (
@@ -124,7 +125,7 @@ def test_without_a_usable_snapshot_the_texts_are_embedded_again(
     ):
         assert rankings(memory) == rankings(fresh)
     assert any("not used" in r.getMessage() for r in caplog.records)  # damage is said, never used
-    assert counting.texts == facts  # the fact vectors: the passage and phrase files match their checksums
+    assert counting.texts == rows  # that role's vectors only: the other files match their checksums
     counting = Counting()
     with Memory(path, embedder=counting) as memory, Memory(kept, embedder=HashEmbedder()) as fresh:
         assert rankings(memory) == rankings(fresh)

@@ -45,7 +45,7 @@ class SnapshotLookup:
         self.root, self.dim = root, dim
         self.mapped = mapped or (lambda role: ())
         self._parts: dict[FileId, tuple[dict[str, int], Vectors]] = {}
-        self._damaged: set[FileId] = set()  # manifests of snapshots found damaged (warned once)
+        self._damaged: set[FileId] = set()  # manifests and parts found damaged (warned once)
 
     def find(self, role: str, hashes: Collection[str], held: Collection[FileId] = ()) -> dict[str, Vectors]:
         """The rows of those of `hashes` that the newest snapshot's parts of `role` hold (others are left out);
@@ -64,9 +64,14 @@ class SnapshotLookup:
             sums = manifest_sums(folder)
             for index, name in enumerate(part_names(sums, role)):
                 identity = file_identity(folder / name)[:2]
-                if identity in skip:
+                if identity in skip or identity in self._damaged:
                     continue
-                keys, rows = self._part(folder, sums, name, key_name(role, index), identity)
+                try:
+                    keys, rows = self._part(folder, sums, name, key_name(role, index), identity)
+                except SnapshotDamaged as exc:  # this part only: the others are still used
+                    self._damaged.add(identity)
+                    log.warning("vector snapshot %s: %s is not used for lookups: %s", folder, name, exc)
+                    continue
                 for h in [h for h in wanted if h in keys]:
                     out[h] = np.asarray(rows[keys[h]], dtype=np.float32)
                     wanted.discard(h)
