@@ -123,9 +123,8 @@ def oracle_graph(live: Live, known: dict[tuple[Any, str], dict[str, Any]], embed
     triples = [known.get((d.title, d.text), {}).get("triples", []) for d in docs]
     tables = build_tables(triples)
     vectors = embedder.embed(tables.phrases, role="phrase") if tables.phrases else np.zeros((0, embedder.dim))
-    synonyms = synonym_edges(
-        np.asarray(vectors, dtype=np.float32), CONFIG.graph.synonym_threshold, CONFIG.graph.synonym_top_k
-    )
+    stored = np.asarray(vectors, dtype=np.float16).astype(np.float32)  # a memory stores phrase vectors as float16
+    synonyms = synonym_edges(stored, CONFIG.graph.synonym_threshold, CONFIG.graph.synonym_top_k)
     upper = sp.triu(assemble_adjacency(tables, len(docs), synonyms, CONFIG.graph.context_weight)).tocoo()
     names = [f"p:{k}" for k in tables.phrases] + [f"d:{d.id}" for d in docs]
     edges = {

@@ -46,8 +46,9 @@ def pair(a: str, b: str) -> tuple[str, str]:
 
 def expected_synonyms() -> dict[tuple[str, str], float]:
     """Phrase pairs whose cosine reaches the threshold, by an exhaustive float64 search (each phrase has fewer
-    than `synonym_top_k` others, so no list is cut)."""
-    vectors = np.asarray(HashEmbedder(dim=64).embed(list(PHRASES), role="phrase"), dtype=np.float64)
+    than `synonym_top_k` others, so no list is cut), over the vectors as a memory stores them (float16)."""
+    embedded = HashEmbedder(dim=64).embed(list(PHRASES), role="phrase")
+    vectors = np.asarray(embedded, dtype=np.float16).astype(np.float64)
     found = {}
     for i, j in itertools.combinations(range(len(PHRASES)), 2):
         cosine = float(vectors[i] @ vectors[j])

@@ -22,6 +22,8 @@ from engram.index.saved.state_file import KEY_TABLES, restore_state
 from engram.store.records import RecordStore
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
+NARROW = np.float16  # the phrase and fact vectors of a memory made now are stored so (docs/format.md)
+
 
 def latest_snapshot(path: Path) -> Path:
     return max((path / "index").glob("g*"), key=lambda p: int(p.name[1:]))
@@ -32,7 +34,7 @@ def saved_state_loads(path: Path) -> bool:
     store = RecordStore(path / "engram.sqlite")
     try:
         generation = store.generation
-        state = restore_state(path, generation, store.passages, 64, CONFIG.graph)
+        state = restore_state(path, generation, store.passages, 64, CONFIG.graph, NARROW)
     finally:
         store.close()
     return folder.name == f"g{generation}" and state is not None
@@ -96,12 +98,16 @@ def stored(path: Path) -> tuple[list[Any], int]:
 def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     build(tmp_path)
     passages, generation = stored(tmp_path)
-    assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph) is not None
+    assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW) is not None
     with caplog.at_level(logging.WARNING, logger="engram"):
-        assert restore_state(tmp_path, generation, lambda: [], 64, CONFIG.graph) is None  # the store lost a passage
+        assert restore_state(tmp_path, generation, lambda: [], 64, CONFIG.graph, NARROW) is None  # lost a passage
     assert any("not used" in r.getMessage() for r in caplog.records)
-    assert restore_state(tmp_path, generation + 1, lambda: passages, 64, CONFIG.graph) is None  # another generation
-    assert restore_state(tmp_path, generation, lambda: passages, 32, CONFIG.graph) is None  # another vector width
+    assert restore_state(tmp_path, generation + 1, lambda: passages, 64, CONFIG.graph, NARROW) is None  # another one
+    assert restore_state(tmp_path, generation, lambda: passages, 32, CONFIG.graph, NARROW) is None  # another width
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="engram"):  # the memory's vectors are of another dtype
+        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, np.float32) is None
+    assert any("stored as float16, not as the memory's float32" in r.getMessage() for r in caplog.records)
 
 
 def test_another_format_is_rebuilt_from_the_records(tmp_path: Path) -> None:
@@ -133,7 +139,7 @@ def test_reads_leave_the_write_side_tables_unbuilt(tmp_path: Path) -> None:
 
     build(tmp_path)
     passages, generation = stored(tmp_path)
-    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW)
     assert restored is not None
     state = restored[0]
     view(state)
@@ -165,7 +171,7 @@ def test_saved_name_table_carries_its_word_counts(tmp_path: Path) -> None:
     opening does not count every passage's words again; they equal a count over the restored passages."""
     build(tmp_path)  # indexes, deletes and closes; nothing read
     passages, generation = stored(tmp_path)
-    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW)
     assert restored is not None
     names = restored[0].names
     assert names._counts is not None
@@ -185,7 +191,7 @@ def test_a_state_saved_before_the_key_tables_is_used(tmp_path: Path) -> None:
         del manifest["files"][f"state-{name}.npy"]
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     passages, generation = stored(tmp_path)
-    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW)
     assert restored is not None
     state = restored[0]
     assert dict(state.phrase_row) == dict(state.phrase_row._added) == {k: r for r, k in enumerate(state.phrases)}
@@ -202,7 +208,7 @@ def test_a_damaged_key_table_is_detected(tmp_path: Path, caplog: pytest.LogCaptu
     table.write_bytes(table.read_bytes()[:-8] + np.uint64(7).tobytes())
     passages, generation = stored(tmp_path)
     with caplog.at_level(logging.WARNING, logger="engram"):
-        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph) is None
+        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW) is None
     assert any("state-phrase_hashes.npy" in r.getMessage() for r in caplog.records)
 
 

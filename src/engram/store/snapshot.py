@@ -1,6 +1,7 @@
 """Vector snapshots: the embedding cache dumped to `.npy` files, for fast opening.
 
-`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, one L2-normalised row per text;
+`index/g{N}/` holds, per role (passage, phrase, fact), `{role}.npy` (float32, or float16 for the phrase and fact
+vectors of memories that store them so (docs/format.md), one L2-normalised row per text;
 the rows may go on in `{role}.1.npy`, `{role}.2.npy`, ...: parts, engram.store.snapshot_parts), `{role}-keys.json`
 (and `{role}-keys.{i}.json` for part i: [SHA-256 of the embedded text, ...] in row order; snapshots written before
 parts have one `keys.json`, {role: [...]}) and `manifest.json` ({"files": {name: checksum of the file}}: "crc32:"
@@ -40,6 +41,7 @@ from engram.store.snapshot_parts import SavedPart, file_identity, key_name, link
 
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
+STORED = (np.dtype(np.float32), np.dtype(np.float16))  # the dtypes a snapshot's vector files may hold
 VectorTable = dict[str, tuple[list[str], list[Vectors]]]  # role -> (keys, the matrix's parts, rows in order)
 # what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
 BlockTable = Mapping[str, tuple[Sequence[str], Vectors | Sequence[Vectors]]]
@@ -148,16 +150,18 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_npy(handle: Any, blocks: list[Vectors], written: Callable[[Vectors], object] | None = None) -> None:
-    """One float32 .npy file of the row blocks stacked (the bytes `np.save` writes for the stacked matrix),
-    converted a slice at a time, so no stacked copy is made; `written(rows)` is told each slice once written."""
+    """One .npy file of the row blocks stacked (the bytes `np.save` writes for the stacked matrix), in the dtype
+    of the first block (float16 or float32, little-endian), converted a slice at a time, so no stacked copy is
+    made; `written(rows)` is told each slice once written."""
     rows = sum(len(b) for b in blocks)
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False,
+    kind = np.dtype("<f2") if blocks[0].dtype == np.float16 else np.dtype("<f4")
+    header = {"descr": np.lib.format.dtype_to_descr(kind), "fortran_order": False,
               "shape": (rows, int(blocks[0].shape[1]))}  # fmt: skip
     np.lib.format.write_array_header_1_0(handle, header)
     for block in blocks:
         for start in range(0, len(block), WRITE_ROWS):
             part = block[start : start + WRITE_ROWS]
-            handle.write(np.ascontiguousarray(part, dtype="<f4").tobytes())
+            handle.write(np.ascontiguousarray(part, dtype=kind).tobytes())
             if written is not None:
                 written(part)
 
@@ -364,7 +368,7 @@ def _read_verified(folder: Path) -> VectorTable:
         for role in ROLES:
             keys = every[role] if every is not None else _part_keys(folder, role, len(names[role]))
             parts = [np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in names[role]]
-            if any(p.ndim != 2 or p.dtype != np.float32 for p in parts) or sum(map(len, parts)) != len(keys):
+            if any(p.ndim != 2 or p.dtype not in STORED for p in parts) or sum(map(len, parts)) != len(keys):
                 raise ValueError(f"{role}: rows and keys disagree")
             out[role] = ([str(k) for k in keys], parts)
         return out

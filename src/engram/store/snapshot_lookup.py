@@ -18,7 +18,14 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.snapshot import SNAPSHOT_MANIFEST, SnapshotDamaged, manifest_sums, newest_folders, verify_files
+from engram.store.snapshot import (
+    SNAPSHOT_MANIFEST,
+    STORED,
+    SnapshotDamaged,
+    manifest_sums,
+    newest_folders,
+    verify_files,
+)
 from engram.store.snapshot_parts import file_identity, key_name, part_names
 
 log = logging.getLogger(__name__)
@@ -93,7 +100,7 @@ class SnapshotLookup:
         verify_files(folder, sums, [name, keys_name])
         keys = json.loads((folder / keys_name).read_text(encoding="utf-8"))
         rows = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-        shaped = rows.ndim == 2 and rows.dtype == np.float32 and rows.shape == (len(keys), self.dim)
+        shaped = rows.ndim == 2 and rows.dtype in STORED and rows.shape == (len(keys), self.dim)
         if not isinstance(keys, list) or not shaped:
             raise SnapshotDamaged(f"{name}: its rows and keys disagree")
         found = ({str(k): i for i, k in enumerate(keys)}, rows)

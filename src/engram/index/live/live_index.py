@@ -15,11 +15,13 @@ from engram.config import GraphConfig
 from engram.embed.base import Embedder
 from engram.errors import ConflictError
 from engram.index.live.load import (
+    VECTOR_DTYPE,
     VectorSource,
     drop_saved_vectors,
     fill_vectors,
     keep_cached_vectors,
     load_state,
+    narrow_dtype,
     save_snapshot,
     spill_vectors,
     synonym_payload,
@@ -94,6 +96,7 @@ class LiveIndex:
         # that needs it is not held up by a write, and never of another view than the reader's
         self._bm25_lock = threading.Lock()
         self._bm25: tuple[weakref.ref[GraphIndex], BM25Index] | None = None  # no hold on an old view
+        self.narrow = narrow_dtype(store)  # the dtype of the phrase and fact vectors, the memory's for good
 
     def source(self) -> VectorSource:
         if self._vectors is None:
@@ -186,14 +189,16 @@ class LiveIndex:
         """(state, synonym rows computed on the way, the saved state's checksum when it was restored from one)."""
         self.loads += 1
         if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
-            saved = restore_state(self.root, generation, self.store.passages, self.embedder.dim, self.config)
+            saved = restore_state(
+                self.root, generation, self.store.passages, self.embedder.dim, self.config, self.narrow
+            )
             if saved is not None:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
                     self._vectors = VectorSource(self.store, self.embedder, self.model_key, {}, self._lookup())
                 return saved[0], set(), saved[1]
         if self._vectors is not None and not self._vectors.snapshot:
             self._vectors = None  # made for a restored state: a rebuild looks vectors up in the latest snapshot
-        state, changed = load_state(self.store, self.source(), self.config)
+        state, changed = load_state(self.store, self.source(), self.config, self.narrow)
         return state, changed, None
 
     def current(self) -> GraphIndex:
@@ -301,6 +306,7 @@ class LiveIndex:
                         self.store.log_change(db, base + 1, entry)
                     self.store.set_meta(db, "generation", str(base + 1))
                     self.store.set_meta(db, "synonym_lists", "1")
+                    self.store.set_meta(db, VECTOR_DTYPE, self.narrow.name)
                 clock.lap("commit")
             except BaseException:
                 with self._view_lock:

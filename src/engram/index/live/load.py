@@ -8,9 +8,10 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
@@ -174,10 +175,12 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
             state.vectors[role].append_filled(len(texts), partial(source.get, role, texts, progress))
 
 
-def load_state(store: Store, source: VectorSource, config: GraphConfig) -> tuple[IndexState, set[int]]:
+def load_state(
+    store: Store, source: VectorSource, config: GraphConfig, narrow: npt.DTypeLike = np.float32
+) -> tuple[IndexState, set[int]]:
     """The state of the committed records (extractions a commit linked), and the synonym list rows computed on
-    the way (`load_synonyms`)."""
-    state = IndexState(source.embedder.dim, config)
+    the way (`load_synonyms`); `narrow`: the dtype of the memory's phrase and fact vectors."""
+    state = IndexState(source.embedder.dim, config, narrow)
     passages = store.passages()
     check_records(store, passages)
     vectors = source.get("passage", [passage_text(p) for p in passages])
@@ -217,7 +220,7 @@ def check_vectors(store: Store, role: str, blocks: Sequence[Vectors]) -> None:
     bad = 0
     for block in blocks:
         for start in range(0, len(block), LOOKUP_CHUNK):  # a chunk's squares at a time, not a copy of the table
-            part = np.asarray(block[start : start + LOOKUP_CHUNK])
+            part = np.asarray(block[start : start + LOOKUP_CHUNK], dtype=np.float32)
             with np.errstate(over="ignore", invalid="ignore"):
                 squares = np.einsum("ij,ij->i", part, part)
                 off = ~np.isfinite(squares) | ((squares > 0) & (np.abs(np.sqrt(squares) - 1.0) > NORM_TOLERANCE))
@@ -295,6 +298,24 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> dict[str, l
     save_codes(root, state, sums["state.json"])
     state.caches.saved_as = sums["state.json"]
     return written
+
+
+VECTOR_DTYPE = "vector_dtype"  # meta key: the dtype the phrase and fact vectors are stored in (docs/format.md)
+
+
+def narrow_dtype(store: Store) -> np.dtype[np.floating[Any]]:
+    """The dtype of a memory's phrase and fact vectors: float16 for a memory made since they are stored so (its
+    meta says so from its first commit on), float32 for one committed to before (no meta key): rounding its
+    rows now would make its saved synonyms those of other vectors."""
+    value = store.get_meta(VECTOR_DTYPE)
+    if value is None:
+        return np.dtype(np.float16 if store.generation == 0 else np.float32)
+    if value not in ("float16", "float32"):
+        raise MemoryFormatError(
+            f"{store.location} stores its vectors as {value!r}, which this version of engram cannot read: "
+            "upgrade engram"
+        )
+    return np.dtype(value)
 
 
 ONCE = "vectors_once"  # meta key: "1" once the cache holds no vector of the rows in snapshot parts written before

@@ -155,12 +155,18 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
 
 
 def restore_state(
-    root: Path, generation: int, stored: Callable[[], Sequence[PassageRow]], dim: int, config: GraphConfig
+    root: Path,
+    generation: int,
+    stored: Callable[[], Sequence[PassageRow]],
+    dim: int,
+    config: GraphConfig,
+    narrow: npt.DTypeLike = np.float32,
 ) -> tuple[IndexState, str] | None:
     """(the state saved with snapshot `generation`, with its synonym lists; the checksum of its `state.json`,
     which names this saved state), or None when there is none usable:
-    not written, another format, damaged (logged) or not the stored passages (logged). `stored` reads the
-    stored passages (called while the vector files' checksums are computed on a thread)."""
+    not written, another format, damaged (logged), not the stored passages (logged) or its phrase and fact
+    vectors not of the memory's dtype `narrow` (logged). `stored` reads the stored passages (called while the
+    vector files' checksums are computed on a thread)."""
     found = verified_files(root, generation, TABLES, OPTIONAL)
     if found is None:
         return None
@@ -169,7 +175,7 @@ def restore_state(
     vectors = PendingCheck(folder, sums, [n for names in _vector_files(sums).values() for n in names])
     try:
         with collector_paused(collect_first=True):
-            state = _restore(folder, sums, generation, stored(), dim, config)
+            state = _restore(folder, sums, generation, stored(), dim, config, narrow)
     except BaseException:
         vectors.cancel()
         raise
@@ -187,7 +193,13 @@ def _vector_files(sums: dict[str, str]) -> dict[str, list[str]]:
 
 
 def _restore(
-    folder: Path, sums: dict[str, str], generation: int, stored: Sequence[PassageRow], dim: int, config: GraphConfig
+    folder: Path,
+    sums: dict[str, str],
+    generation: int,
+    stored: Sequence[PassageRow],
+    dim: int,
+    config: GraphConfig,
+    narrow: npt.DTypeLike,
 ) -> IndexState | None:
     """The state saved in `folder` (its tables verified; the vectors are mapped, not read), or None."""
     try:
@@ -196,7 +208,7 @@ def _restore(
             return None
         present = [a for a in KEY_TABLES if f"state-{a}.npy" in sums]
         arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in [*ARRAYS, *present]}
-        state = IndexState(dim, config)
+        state = IndexState(dim, config, narrow)
         _fill_passages(state, meta, arrays, stored)
         relations = _fill_phrases_and_facts(state, meta, arrays)
         _fill_vectors(state, folder, sums, dim)
@@ -268,7 +280,10 @@ def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: in
     sizes = {"passage": len(state.passages), "phrase": len(state.phrases), "fact": len(state.facts)}
     for role, names in _vector_files(sums).items():
         parts = [np.load(folder / name, mmap_mode="c", allow_pickle=False) for name in names]
-        if any(m.dtype != np.float32 or m.ndim != 2 or m.shape[1] != dim for m in parts):
+        want = state.vectors[role].dtype
+        if any(m.dtype != want for m in parts):
+            raise ValueError(f"{role} vectors are stored as {parts[0].dtype}, not as the memory's {want}")
+        if any(m.ndim != 2 or m.shape[1] != dim for m in parts):
             raise ValueError(f"{role} vectors do not fit the saved rows")
         if sum(len(m) for m in parts) != sizes[role]:
             raise ValueError(f"{role} vectors do not fit the saved rows")

@@ -64,9 +64,11 @@ class Changes:
 
 class IndexState:
     """The graph's tables, changed in place per passage (`add_passage`, `set_triples`, `remove_passage`) and read
-    by `engram.index.view.graph_index.view` at each commit; `caches` holds what only speeds that up."""
+    by `engram.index.view.graph_index.view` at each commit; `caches` holds what only speeds that up.
+    `narrow`: the dtype the phrase and fact vectors are stored in (float16 for the memories made since they are,
+    docs/format.md; passage vectors stay float32)."""
 
-    def __init__(self, dim: int, config: GraphConfig) -> None:
+    def __init__(self, dim: int, config: GraphConfig, narrow: npt.DTypeLike = np.float32) -> None:
         self.config = config
         self.passages: list[PassageRow] = []
         self.passage_row: dict[str, int] = {}
@@ -98,7 +100,7 @@ class IndexState:
         self.fact_phrases = Pairs()  # (subject row, object row) of each fact
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation = PairCounts()  # pair -> facts joining it
-        self.vectors = {"passage": Rows(dim), "phrase": Rows(dim), "fact": Rows(dim)}
+        self.vectors = {"passage": Rows(dim), "phrase": Rows(dim, narrow), "fact": Rows(dim, narrow)}
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on

@@ -102,7 +102,7 @@ def _read_fully(fd: int, target: memoryview, position: int) -> None:
 
 
 class Spilled:
-    """Rows in an unnamed temporary file, mapped shared and writable."""
+    """Rows in an unnamed temporary file, mapped shared and writable (of the rows' own dtype)."""
 
     def __init__(self, handle: IO[bytes], mapping: mmap.mmap, rows: Vectors) -> None:
         self.handle, self.pages = handle, Pages(mapping, rows, 0, (handle, 0))
@@ -116,10 +116,10 @@ class Spilled:
         folder.mkdir(parents=True, exist_ok=True)
         handle = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (held open as long as the rows are)
         try:
-            handle.write(np.ascontiguousarray(rows, dtype=np.float32).reshape(-1).view(np.uint8).data)
+            handle.write(np.ascontiguousarray(rows).reshape(-1).view(np.uint8).data)
             handle.flush()
             mapping = mmap.mmap(handle.fileno(), rows.nbytes, access=mmap.ACCESS_WRITE)
         except BaseException:
             handle.close()
             raise
-        return cls(handle, mapping, np.frombuffer(mapping, dtype=np.float32).reshape(rows.shape))
+        return cls(handle, mapping, np.frombuffer(mapping, dtype=rows.dtype).reshape(rows.shape))

@@ -1,4 +1,5 @@
-"""Row storage of the live state: a growable float32 matrix, and the alive keys of one kind in canonical order."""
+"""Row storage of the live state: a growable matrix (float32, or float16 where a memory stores its phrase and fact
+vectors narrow), read as float32, and the alive keys of one kind in canonical order."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from engram.types import Triple
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
+WIDEN_ROWS = 32_768  # float16 rows converted to float32 at a time by `RowView.dots` (48 MiB at 384 dimensions)
+STORED_TYPES = (np.dtype(np.float32), np.dtype(np.float16))  # what a `Rows` may hold; it is always read as float32
 
 
 class RowView:
     """The rows of a `Rows` at one moment, as one or two blocks (a memory-mapped saved matrix and the rows
-    appended since), read as a single matrix: `len`, `shape`, row indexing (an int, a slice or an array of
-    rows), `dots` and `np.asarray` (which copies when there are two blocks). The blocks are not copied."""
+    appended since), read as a single float32 matrix: `len`, `shape`, row indexing (an int, a slice or an array of
+    rows), `dots` and `np.asarray` (which copies when there are two blocks or the rows are stored as float16).
+    The blocks are not copied."""
 
     def __init__(self, blocks: Sequence[Vectors], dim: int) -> None:
         self.blocks = tuple(b for b in blocks if len(b))
@@ -39,8 +43,12 @@ class RowView:
         return self.shape[0]
 
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> Vectors:
-        whole = self.blocks[0] if len(self.blocks) == 1 else np.concatenate(self.blocks or [self._empty()])
-        return np.asarray(whole, dtype=dtype or np.float32)
+        if len(self.blocks) == 1:
+            return np.asarray(self.blocks[0], dtype=dtype or np.float32)
+        out = np.empty(self.shape, dtype=dtype or np.float32)
+        for b, block in enumerate(self.blocks):
+            out[int(self.starts[b]) : int(self.starts[b + 1])] = block
+        return out
 
     def _empty(self) -> Vectors:
         return np.zeros((0, self.dim), dtype=np.float32)
@@ -48,13 +56,13 @@ class RowView:
     def __getitem__(self, key: int | slice | npt.ArrayLike) -> Vectors:
         if len(self.blocks) <= 1:
             whole = self.blocks[0] if self.blocks else self._empty()
-            return cast(Vectors, whole[key])  # type: ignore[index]
+            return _wide(whole[key])  # type: ignore[index]
         if isinstance(key, (int, np.integer)):
             row = int(key) + len(self) if int(key) < 0 else int(key)
             if not 0 <= row < len(self):
                 raise IndexError(f"row {key} out of range for {len(self)} rows")
             block = int(np.searchsorted(self.starts, row, side="right")) - 1
-            return cast(Vectors, self.blocks[block][row - int(self.starts[block])])
+            return _wide(self.blocks[block][row - int(self.starts[block])])
         if isinstance(key, slice):
             start, stop, step = key.indices(len(self))
             if step == 1:
@@ -75,11 +83,11 @@ class RowView:
         return out
 
     def _span(self, start: int, stop: int) -> Vectors:
-        """Rows start..stop: a view of one block when they lie in one, else a copy."""
+        """Rows start..stop: a view of one float32 block when they lie in one, else a copy."""
         for b, block in enumerate(self.blocks):
             first = int(self.starts[b])
             if first <= start and stop <= first + len(block):
-                return block[start - first : stop - first]
+                return _wide(block[start - first : stop - first])
         return self[np.arange(start, stop)]
 
     def dots(self, vector: Vectors, limit: int | None = None) -> Vectors:
@@ -92,8 +100,18 @@ class RowView:
             if first >= size:
                 break
             part = block[: size - first]
-            out[first : first + len(part)] = row_dots(part, vector)
+            if part.dtype == np.float32:
+                out[first : first + len(part)] = row_dots(part, vector)
+                continue
+            for a in range(0, len(part), WIDEN_ROWS):  # float16 rows widened a slice at a time: the same floats
+                piece = part[a : a + WIDEN_ROWS]
+                out[first + a : first + a + len(piece)] = row_dots(_wide(piece), vector)
         return out
+
+
+def _wide(rows: npt.NDArray[np.floating]) -> Vectors:
+    """`rows` as float32: themselves when they are, else a float32 copy (exact: every float16 is a float32)."""
+    return cast(Vectors, np.asarray(rows, dtype=np.float32))
 
 
 @dataclass
@@ -108,17 +126,22 @@ class Part:
 
 
 class Rows:
-    """A growable float32 matrix in blocks: `parts`, saved matrices taken as they are (the parts of a snapshot),
+    """A growable matrix in blocks, of `dtype` (float32, or float16: half the bytes, read back as float32 and
+    rounded once when appended, so every reader sees the same floats wherever a row lies): `parts`, saved
+    matrices taken as they are (the parts of a snapshot),
     then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped shared), then `tail`,
     the rows appended since, in memory (capacity grows by half, or to a quarter more than a large append needs:
     the slack is RAM once written). Appending never copies the parts, so the first change after opening a large
     memory does not pull its vectors into RAM."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, dtype: npt.DTypeLike = np.float32) -> None:
         self.dim = dim
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in STORED_TYPES:
+            raise ValueError(f"rows are stored as float32 or float16, not {self.dtype}")
         self.parts: list[Part] = []
         self.spilled: list[Spilled] = []
-        self.tail: Vectors = np.zeros((16, dim), dtype=np.float32)
+        self.tail: Vectors = np.zeros((16, dim), dtype=self.dtype)
         self.tail_size = 0
 
     @property
@@ -138,10 +161,15 @@ class Rows:
         if need > len(self.tail):
             # a quarter more than needed: a state loaded into RAM (no snapshot) is not copied again by its first
             # change (np.zeros maps untouched pages lazily, so the slack costs no RAM until it is written)
-            grown = np.zeros((max(need + need // 4, len(self.tail) + len(self.tail) // 2), self.dim), dtype=np.float32)
+            grown = np.zeros((max(need + need // 4, len(self.tail) + len(self.tail) // 2), self.dim), dtype=self.dtype)
             grown[: self.tail_size] = self.tail[: self.tail_size]
             self.tail = grown
-        fill(self.tail[self.tail_size : need])
+        if self.dtype == np.float32:
+            fill(self.tail[self.tail_size : need])
+        else:  # filled as float32 a slice at a time (a fill writes float32 rows), then rounded into the tail
+            wide = np.zeros((count, self.dim), dtype=np.float32)
+            fill(wide)
+            self.tail[self.tail_size : need] = wide
         self.tail_size = need
 
     def set_row(self, row: int, vector: Vectors) -> None:
@@ -182,10 +210,14 @@ class Rows:
         self.adopt_parts([(matrix, saved)])
 
     def adopt_parts(self, parts: Sequence[tuple[Vectors, SavedPart | None]]) -> None:
-        """Hold the matrices as the rows, one after another, not copied (`saved`: the file each maps)."""
-        self.parts = [Part(m, Pages.of(m), saved) for m, saved in parts]
+        """Hold the matrices as the rows, one after another, not copied (`saved`: the file each maps); a matrix
+        of another dtype than the rows' is converted (a copy in RAM, no file the next snapshot links)."""
+        self.parts = [
+            Part(m, Pages.of(m), saved) if m.dtype == self.dtype else Part(np.asarray(m, dtype=self.dtype), None, None)
+            for m, saved in parts
+        ]
         self.spilled = []
-        self.tail = np.zeros((16, self.dim), dtype=np.float32)
+        self.tail = np.zeros((16, self.dim), dtype=self.dtype)
         self.tail_size = 0
 
     def spill(self, folder: Path, least: int | None = None) -> bool:
@@ -197,7 +229,7 @@ class Rows:
             return False
         spill = Spilled.write(folder, self.tail[: self.tail_size])
         self.spilled.append(spill)
-        self.tail = np.zeros((16, self.dim), dtype=np.float32)
+        self.tail = np.zeros((16, self.dim), dtype=self.dtype)
         self.tail_size = 0
         return True
 
@@ -219,8 +251,14 @@ class Rows:
                 continue
             local = rows[at] - view.starts[b]
             pages = next((pages for matrix, pages in files if matrix is block), None)
-            if pages is None or not pages.read(local, out, at):
-                out[at] = block[local]
+            if block.dtype == np.float32:
+                if pages is None or not pages.read(local, out, at):
+                    out[at] = block[local]
+                continue
+            narrow = np.empty((len(at), self.dim), dtype=block.dtype)  # read as stored, then widened
+            if pages is None or not pages.read(local, narrow, np.arange(len(at), dtype=np.int64)):
+                narrow[:] = block[local]
+            out[at] = narrow
         return out
 
     def release(self, window: Vectors | None = None) -> None:
