@@ -66,6 +66,7 @@ from vector_cache import CachedEmbedder, default_folder
 
 Vectors = npt.NDArray[np.float32]
 STORED = ("passage", "phrase", "fact")  # the roles whose vectors a memory keeps
+WIDE = {"graph": {"vector_precision": "float32"}}  # the memory stores what the wrapper rounded, not float16 again
 PRECISIONS = ("float32", "float16", "int8", "int8 not re-normalised", "int8 first-batch scales")
 METHODS = ("hipporag2", "dense")
 KS = ("2", "5")
@@ -164,13 +165,13 @@ def recalls(memory: Memory, questions: list[Question]) -> dict[str, float]:
 
 def build(data: Path, folder: Path, embedder: Rounded, questions: list[Question]) -> dict[str, Any]:
     start = time.perf_counter()
-    with Memory(folder, embedder=embedder) as memory:
+    with Memory(folder, embedder=embedder, config=WIDE) as memory:
         memory.index(load_corpus(data / "corpus.jsonl"), extractions=data / RELEASED)
         embedder.storing = False  # from here on only queries are embedded: float32
         built = time.perf_counter() - start
         out: dict[str, Any] = {"build": built, "recall": recalls(memory, questions), "graph": memory.graph()}
     try:
-        with Memory(folder, embedder=embedder) as memory:
+        with Memory(folder, embedder=embedder, config=WIDE) as memory:
             again = recalls(memory, questions)
         out["reopens"] = "yes" if again == out["recall"] else "yes, other recalls"
     except MemoryFormatError:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import io
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from engram import Memory
 from engram.embed import HashEmbedder
-from engram.errors import MemoryFormatError
+from engram.errors import InputError, MemoryFormatError
 from engram.index.live import live_index
 from engram.index.state.rows import Rows
 from engram.store.snapshot import _write_npy
@@ -85,9 +86,9 @@ def meta(path: Path) -> str | None:
     return None if row is None else str(row[0])
 
 
-def build(path: Path, start: int, stop: int) -> None:
+def build(path: Path, start: int, stop: int, config: dict[str, Any] | None = None) -> None:
     docs, extractions = corpus(12)
-    with Memory(path, embedder=HashEmbedder()) as memory:
+    with Memory(path, embedder=HashEmbedder(), config=config) as memory:
         memory.index(docs[start:stop], extractions=extractions[start:stop])
 
 
@@ -104,7 +105,7 @@ def test_a_new_memory_stores_phrase_and_fact_vectors_as_float16(tmp_path: Path) 
 def float32_memory(monkeypatch: pytest.MonkeyPatch, path: Path, start: int, stop: int) -> None:
     """Build as engram did before float16: float32 vectors and no meta key."""
     with monkeypatch.context() as patch:
-        patch.setattr(live_index, "narrow_dtype", lambda store: np.dtype(np.float32))
+        patch.setattr(live_index, "narrow_dtype", lambda store, made: np.dtype(np.float32))
         build(path, start, stop)
     with sqlite3.connect(path / "engram.sqlite") as db:
         db.execute("DELETE FROM meta WHERE key = 'vector_dtype'")
@@ -129,3 +130,16 @@ def test_an_unknown_vector_type_is_refused(tmp_path: Path) -> None:
     refused = pytest.raises(MemoryFormatError, match=r"stores its vectors as 'bfloat16'.*upgrade engram")
     with refused, Memory(tmp_path / "m", embedder=HashEmbedder()) as memory:
         memory.retrieve(["Person 1"], top_k=1)
+
+
+def test_the_precision_is_chosen_when_a_memory_is_made(tmp_path: Path) -> None:
+    wide = {"graph": {"vector_precision": "float32"}}
+    build(tmp_path / "m", 0, 8, wide)
+    assert vector_types(tmp_path / "m")["fact"] == {"float32"} and meta(tmp_path / "m") == "float32"
+    build(tmp_path / "m", 8, 12)  # the default setting does not change a memory made float32
+    assert vector_types(tmp_path / "m")["fact"] == {"float32"} and meta(tmp_path / "m") == "float32"
+    build(tmp_path / "n", 0, 4)
+    build(tmp_path / "n", 4, 8, wide)  # nor the other way round
+    assert vector_types(tmp_path / "n")["fact"] == {"float16"}
+    with pytest.raises(InputError, match="vector_precision must be float16 or float32"):
+        Memory(tmp_path / "o", embedder=HashEmbedder(), config={"graph": {"vector_precision": "float64"}})

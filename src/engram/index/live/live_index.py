@@ -96,7 +96,7 @@ class LiveIndex:
         # that needs it is not held up by a write, and never of another view than the reader's
         self._bm25_lock = threading.Lock()
         self._bm25: tuple[weakref.ref[GraphIndex], BM25Index] | None = None  # no hold on an old view
-        self.narrow = narrow_dtype(store)  # the dtype of the phrase and fact vectors, the memory's for good
+        self.narrow = narrow_dtype(store, config.vector_precision)  # of the phrase and fact vectors, for good
 
     def source(self) -> VectorSource:
         if self._vectors is None:

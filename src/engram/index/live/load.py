@@ -303,13 +303,13 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> dict[str, l
 VECTOR_DTYPE = "vector_dtype"  # meta key: the dtype the phrase and fact vectors are stored in (docs/format.md)
 
 
-def narrow_dtype(store: Store) -> np.dtype[np.floating[Any]]:
-    """The dtype of a memory's phrase and fact vectors: float16 for a memory made since they are stored so (its
-    meta says so from its first commit on), float32 for one committed to before (no meta key): rounding its
-    rows now would make its saved synonyms those of other vectors."""
+def narrow_dtype(store: Store, made: str = "float16") -> np.dtype[np.floating[Any]]:
+    """The dtype of a memory's phrase and fact vectors: the one its meta names from its first commit on, `made`
+    (`graph.vector_precision`) for a memory not committed to yet, float32 for one committed to before the meta
+    key existed: rounding its rows now would make its saved synonyms those of other vectors."""
     value = store.get_meta(VECTOR_DTYPE)
     if value is None:
-        return np.dtype(np.float16 if store.generation == 0 else np.float32)
+        return np.dtype(made if store.generation == 0 else np.float32)
     if value not in ("float16", "float32"):
         raise MemoryFormatError(
             f"{store.location} stores its vectors as {value!r}, which this version of engram cannot read: "
