@@ -166,7 +166,7 @@ class Rows:
             self.tail = grown
         if self.dtype == np.float32:
             fill(self.tail[self.tail_size : need])
-        else:  # filled as float32 a slice at a time (a fill writes float32 rows), then rounded into the tail
+        else:  # filled as float32 (a fill writes the embedder's rows), then rounded into the tail
             wide = np.zeros((count, self.dim), dtype=np.float32)
             fill(wide)
             self.tail[self.tail_size : need] = wide
