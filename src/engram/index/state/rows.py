@@ -22,7 +22,6 @@ from engram.types import Triple
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
-WIDEN_ROWS = 32_768  # float16 rows converted to float32 at a time by `RowView.dots` (48 MiB at 384 dimensions)
 STORED_TYPES = (np.dtype(np.float32), np.dtype(np.float16))  # what a `Rows` may hold; it is always read as float32
 
 
@@ -38,6 +37,7 @@ class RowView:
         self.starts = np.cumsum([0, *(len(b) for b in self.blocks)]).astype(np.int64)
         self.shape = (int(self.starts[-1]), dim)
         self.dtype = np.dtype(np.float32)
+        self._widened: tuple[Vectors, ...] | None = None  # the blocks as float32, made by the first `dots`
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -92,20 +92,19 @@ class RowView:
 
     def dots(self, vector: Vectors, limit: int | None = None) -> Vectors:
         """`rows @ vector` for the first `limit` rows (all by default), block by block (`row_dots`: the same
-        floats at any row position)."""
+        floats at any row position). Float16 blocks are widened once per view and kept: numpy widens about two
+        nanoseconds a number, ten times the dot's cost, so a scan per query would otherwise pay it every time
+        (a view's full scans are the small tables' and those without fact codes)."""
+        if self._widened is None:
+            self._widened = tuple(_wide(b) for b in self.blocks)  # float32 blocks are not copied
         size = len(self) if limit is None else min(limit, len(self))
         out = np.empty(size, dtype=np.float32)
-        for b, block in enumerate(self.blocks):
+        for b, block in enumerate(self._widened):
             first = int(self.starts[b])
             if first >= size:
                 break
             part = block[: size - first]
-            if part.dtype == np.float32:
-                out[first : first + len(part)] = row_dots(part, vector)
-                continue
-            for a in range(0, len(part), WIDEN_ROWS):  # float16 rows widened a slice at a time: the same floats
-                piece = part[a : a + WIDEN_ROWS]
-                out[first + a : first + a + len(piece)] = row_dots(_wide(piece), vector)
+            out[first : first + len(part)] = row_dots(part, vector)
         return out
 
 
