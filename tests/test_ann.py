@@ -93,7 +93,9 @@ def test_index_search_save_and_load(tmp_path: Path) -> None:
     sims, rows = index.search(vectors[:5], 3)
     assert rows[:, 0].tolist() == [0, 1, 2, 3, 4] and np.allclose(sims[:, 0], 1.0, atol=0.02)
     index.write(tmp_path / "a.faiss")
-    loaded = AnnIndex.load(tmp_path / "a.faiss", 64)
+    with pytest.raises(ValueError, match="without its vectors"):
+        AnnIndex.load(tmp_path / "a.faiss", 64)  # the links alone are saved
+    loaded = AnnIndex.load(tmp_path / "a.faiss", 64, vectors=lambda r: vectors[r])
     assert loaded.size == 500 and loaded.search(vectors[:5], 3)[1].tolist() == rows.tolist()
     labels = np.arange(500)
     labels[[0, 1]] = [1, 0]
@@ -107,7 +109,7 @@ def test_index_search_save_and_load(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         AnnIndex.load(tmp_path / "bad.faiss", 64)
     with pytest.raises(ValueError):
-        AnnIndex.load(tmp_path / "a.faiss", 32)
+        AnnIndex.load(tmp_path / "a.faiss", 32, vectors=lambda r: vectors[r])
 
 
 def test_ann_setting_is_checked() -> None:
@@ -136,13 +138,17 @@ def test_memory_keeps_its_ann_index_across_reopen(
 ) -> None:
     """Reopened from the saved state, the index's labels are that state's rows as they are; rebuilt from the
     records (rows may differ), they are matched by phrase hash."""
+    import faiss
+
     from engram import Memory
 
     docs, extractions, config = ann_memory(tmp_path / "m", seed=3)
     assert (tmp_path / "m" / "index" / "ann" / "manifest.json").exists()
+    saved: Any = faiss.read_index(str(tmp_path / "m" / "index" / "ann" / "phrase-links.faiss"))
+    assert saved.ntotal == 400 and saved.storage is None  # the links alone: the vectors are in the snapshot
     if records:
-        for saved in (tmp_path / "m" / "index").glob("g*/state.json"):
-            saved.unlink()
+        for state_file in (tmp_path / "m" / "index").glob("g*/state.json"):
+            state_file.unlink()
     else:  # the labels are taken as they are: no phrase is hashed to match them
         import engram.index.saved.ann_cache as ann_cache
 
@@ -259,7 +265,11 @@ def test_a_loaded_index_maps_its_graph_and_grows_beside_it(tmp_path: Path) -> No
     index = AnnIndex(64, ef_search=400)
     index.add(np.arange(500), vectors[:500])
     index.write(tmp_path / "a.faiss")
-    loaded = AnnIndex.load(tmp_path / "a.faiss", 64)
+
+    def of(rows: np.ndarray) -> np.ndarray:
+        return np.asarray(vectors[rows])
+
+    loaded = AnnIndex.load(tmp_path / "a.faiss", 64, vectors=of)
     loaded.ef_search = 400
     assert (loaded.base_entries, loaded.added_entries) == (500, 0) and loaded.base_on_disk()
     loaded.add(np.arange(500, 700), vectors[500:])
@@ -267,25 +277,25 @@ def test_a_loaded_index_maps_its_graph_and_grows_beside_it(tmp_path: Path) -> No
     want = exact_top(vectors, queries, 5)
     assert np.allclose(found(loaded, vectors, queries, 5), want, atol=1e-6)
     loaded.write_added(tmp_path / "added.faiss")
-    again = AnnIndex.load(tmp_path / "a.faiss", 64, tmp_path / "added.faiss")
+    again = AnnIndex.load(tmp_path / "a.faiss", 64, tmp_path / "added.faiss", vectors=of)
     again.ef_search = 400
     assert (again.base_entries, again.added_entries) == (500, 200)
     assert np.allclose(found(again, vectors, queries, 5), want, atol=1e-6)
     loaded.write(tmp_path / "a.faiss")  # merged; the index now maps the file it wrote
     assert (loaded.base_entries, loaded.added_entries) == (700, 0) and loaded.base_on_disk()
     assert np.allclose(found(loaded, vectors, queries, 5), want, atol=1e-6)
-    whole = AnnIndex.load(tmp_path / "a.faiss", 64)
+    whole = AnnIndex.load(tmp_path / "a.faiss", 64, vectors=of)
     whole.ef_search = 400
     assert whole.base_entries == 700 and np.allclose(found(whole, vectors, queries, 5), want, atol=1e-6)
     # a base file replaced under a loaded index: the merge reads the mapped graph, not the new file
     (tmp_path / "a.faiss").unlink()
     assert not again.base_on_disk()
     again.write(tmp_path / "b.faiss")
-    merged = AnnIndex.load(tmp_path / "b.faiss", 64)
+    merged = AnnIndex.load(tmp_path / "b.faiss", 64, vectors=of)
     merged.ef_search = 400
     assert merged.base_entries == 700 and np.allclose(found(merged, vectors, queries, 5), want, atol=1e-6)
     with pytest.raises(ValueError):
-        AnnIndex.load(tmp_path / "b.faiss", 64, tmp_path / "missing.faiss")
+        AnnIndex.load(tmp_path / "b.faiss", 64, tmp_path / "missing.faiss", vectors=of)
 
 
 @pytest.mark.parametrize("records", [False, True])
@@ -325,14 +335,14 @@ def test_the_lost_rows_are_saved_with_the_index(tmp_path: Path, records: bool) -
 
 
 def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) -> None:
-    """A session that adds a few phrases to a loaded index writes them beside `phrase.faiss`, which stays the
+    """A session that adds a few phrases to a loaded index writes them beside `phrase-links.faiss`, which stays the
     same file; the next session loads both; many additions are merged into one graph again. Each time the
     lists are those of a memory built from scratch (exact neighbours found here)."""
     from engram import Memory
 
     docs, extractions, config = ann_memory(tmp_path / "m", seed=6)
     folder = tmp_path / "m" / "index" / "ann"
-    before = (folder / "phrase.faiss").stat()
+    before = (folder / "phrase-links.faiss").stat()
 
     def session(part: slice) -> tuple[int, int, GraphSnapshot]:
         with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
@@ -349,10 +359,55 @@ def test_a_few_additions_are_saved_beside_the_untouched_graph(tmp_path: Path) ->
             return memory.graph()
 
     assert session(slice(200, 230))[:2] == (400, 0)  # 60 phrases added: 15 % of the graph
-    after = (folder / "phrase.faiss").stat()
+    after = (folder / "phrase-links.faiss").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert "phrase-added.faiss" in json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert "phrase-links-added.faiss" in json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]
     base, added, grown = session(slice(230, 299))  # 138 more: 198 in all, past a quarter of the graph
     assert (base, added) == (400, 60) and grown == fresh(299)
-    assert not (folder / "phrase-added.faiss").exists()
+    assert not (folder / "phrase-links-added.faiss").exists()
     assert session(slice(0, 0))[:2] == (598, 0)
+
+
+def test_an_index_saved_with_its_vectors_by_an_older_engram_is_read_and_replaced(tmp_path: Path) -> None:
+    """An older engram saved `phrase.faiss` with its half-precision vectors: a session reads it with them (no
+    rebuild, no vectors filled), and its next save writes `phrase-links.faiss` without them and removes the old
+    file, even for a few additions. Oracle: the lists of a memory built from scratch (exact neighbours here)."""
+    import faiss
+
+    from engram import Memory
+    from engram.store.snapshot import CRC, file_checksum
+
+    docs, extractions, config = ann_memory(tmp_path / "m", seed=4)
+    folder = tmp_path / "m" / "index" / "ann"
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+        state = memory.live.load()
+        rows = np.load(folder / "phrase-rows.npy")
+        vectors = state.vectors["phrase"].view()[rows]
+    links: Any = faiss.read_index(str(folder / "phrase-links.faiss"))
+    storage = faiss.IndexScalarQuantizer(64, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    storage.add(vectors)
+    links.storage = storage
+    faiss.write_index(links, str(folder / "phrase.faiss"))  # as the older engram wrote it
+    links.storage = None
+    (folder / "phrase-links.faiss").unlink()
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["files"]["phrase-links.faiss"]
+    manifest["files"]["phrase.faiss"] = file_checksum(folder / "phrase.faiss", CRC)
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+        state = memory.live.load()
+        state.synonyms.ann_loader()
+        index = state.synonyms.ann
+        assert index is not None and index.base_path == folder / "phrase.faiss" and index.base_entries == 400
+        memory.index(docs[200:210], extractions=extractions[200:210])  # a few additions
+        grown = memory.graph()
+    assert not (folder / "phrase.faiss").exists() and (folder / "phrase-links.faiss").exists()
+    assert set(json.loads((folder / "manifest.json").read_text(encoding="utf-8"))["files"]) >= {"phrase-links.faiss"}
+    with Memory(tmp_path / "fresh", embedder=HashEmbedder(dim=64), config=MemoryConfig()) as fresh:
+        fresh.index(docs[:210], extractions=extractions[:210])
+        assert fresh.graph() == grown
+    with Rooms(tmp_path / "m", HashEmbedder(dim=64), config) as memory:
+        state = memory.live.load()
+        state.synonyms.ann_loader()
+        index = state.synonyms.ann
+        assert index is not None and index.base_path == folder / "phrase-links.faiss" and index.base_entries == 420

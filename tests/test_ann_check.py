@@ -65,8 +65,8 @@ def test_damage_found_by_the_check_keeps_the_index_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     def damage(folder: Path) -> None:
-        with (folder / "phrase.faiss").open("r+b") as handle:
-            handle.seek(os.path.getsize(folder / "phrase.faiss") // 2)
+        with (folder / "phrase-links.faiss").open("r+b") as handle:
+            handle.seek(os.path.getsize(folder / "phrase-links.faiss") // 2)
             byte = handle.read(1)
             handle.seek(-1, os.SEEK_CUR)
             handle.write(bytes([byte[0] ^ 0xFF]))
@@ -74,7 +74,7 @@ def test_damage_found_by_the_check_keeps_the_index_out(
     calls = counting(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="engram.index.saved.ann_cache"):
         loaded, grown, fresh = grown_and_fresh(tmp_path, 12, damage)
-    assert any("phrase.faiss does not match its checksum" in r.getMessage() for r in caplog.records)
+    assert any("phrase-links.faiss does not match its checksum" in r.getMessage() for r in caplog.records)
     assert calls == []  # the thread's finding was used
     assert loaded is None or loaded.base_entries == 0  # built again, not the damaged graph
     assert grown == fresh

@@ -10,7 +10,10 @@ of a 100k-passage memory, added in three batches, had recall 0.986 against exact
 vectors (`IndexHNSWSQ`, `QT_fp16`; at 200k phrases half the memory of float32 copies and a faster build at the same
 recall, bench/README.md): a stored component is off by at most 2^-11 of itself (half precision's unit roundoff), so
 for unit vectors an approximate cosine is within 2^-11 (4.9e-4) of the exact one, inside `SLACK`. A graph saved with
-float32 copies (`IndexHNSWFlat`, before) is still read, and the entries added to it stay float32. `neighbours`
+float32 copies (`IndexHNSWFlat`, before) is still read, and the entries added to it stay float32. A graph is
+written without its vectors (faiss's `IO_FLAG_SKIP_STORAGE`: the links alone, a quarter of the bytes at 384
+dimensions): the vector table it indexes already holds them on disk, so `load` fills the copies from that table,
+in RAM, through a `vectors` callable (graphs saved with their vectors, before, still read their own). `neighbours`
 finds, for query vectors, every row whose approximate cosine is within `slack` of a threshold, widening the search
 until the last hit falls below it, so the caller can keep the candidates whose exact cosine passes: with the exact
 neighbours found, the result is the exact one.
@@ -35,6 +38,8 @@ FloatArray = npt.NDArray[np.float32]
 INSTALL = "approximate search needs the ann extra: pip install 'engram[ann]' (faiss-cpu)"
 SLACK = 1e-3  # the half-precision graph's inner products differ from the exact cosine by at most 4.9e-4
 M = 24  # links per entry and layer of a new graph
+FILL_ROWS = 65_536  # rows read from the vector table at once when a loaded graph's copies are filled
+VectorsOf = Callable[[IntArray], Vectors]  # the float32 vectors of table rows
 
 
 def available() -> bool:
@@ -106,6 +111,11 @@ class AnnIndex:
     def added_entries(self) -> int:
         """Entries in the graph in RAM (all of them when the index was not loaded)."""
         return int(self._index.ntotal)
+
+    @property
+    def base_path(self) -> Path | None:
+        """The file the mapped graph was read from (None when the index was not loaded)."""
+        return None if self._base_file is None else self._base_file[0]
 
     def base_on_disk(self) -> bool:
         """Whether the mapped base's file is still the one mapped (not replaced or changed since)."""
@@ -188,14 +198,20 @@ class AnnIndex:
             return
         if self._base_file is not None and self.base_on_disk():
             whole = faiss.read_index(str(self._base_file[0]))
+            if whole.storage is None:  # saved without its vectors: a copy of those the mapped base was given
+                _attach(whole, faiss.clone_index(self._base.storage))
         else:
             whole = faiss.deserialize_index(faiss.serialize_index(self._base))
         added = int(self._index.ntotal)
         if added:
             whole.add(faiss.downcast_index(self._index.storage).reconstruct_n(0, added))
         _write(whole, path)
-        del whole
         self._map(path)
+        graph = self._index if self._base is None else self._base
+        if graph.storage is None:  # the written file holds the links alone: the vectors move over from `whole`
+            storage, whole.own_fields = whole.storage, False
+            _attach(graph, storage)
+        del whole
 
     def _map(self, path: Path) -> None:
         """Take the graph saved at `path` as the base (mapped), with no entries in RAM."""
@@ -212,10 +228,36 @@ class AnnIndex:
         self._base, self._base_file, self._index = base, (path, _identity(path)), fresh
 
     @classmethod
-    def load(cls, path: Path, dim: int, added: Path | None = None) -> AnnIndex:
+    def load(
+        cls,
+        path: Path,
+        dim: int,
+        added: Path | None = None,
+        vectors: VectorsOf | None = None,
+        labels: IntArray | None = None,
+    ) -> AnnIndex:
         """An index saved by `write`, mapped as the base (and the graph `write_added` saved, read into RAM to
-        grow), its entries labelled 0..n-1 until `relabel` (ValueError when unreadable or of another
-        dimension)."""
+        grow).
+
+        Parameters
+        ----------
+        path, added
+            The files `write` and `write_added` wrote.
+        dim
+            The vectors' dimension.
+        vectors
+            The float32 vectors of table rows: a graph saved without its vectors (every graph `write` writes)
+            gets its copies from it, in RAM; an entry labelled -1 gets a zero vector (it is never returned,
+            and only a search passing through it could change).
+        labels
+            The table row of each entry (`relabel`); 0..n-1 by default.
+
+        Raises
+        ------
+        ValueError
+            When a file is unreadable, of another dimension, or saved without its vectors and no `vectors`
+            is given.
+        """
         faiss = library()
         out = cls(dim)
         try:
@@ -227,7 +269,17 @@ class AnnIndex:
                 out._index = more
         except (RuntimeError, OSError) as exc:
             raise ValueError(f"unreadable ANN index {path}: {exc}") from exc
-        out.labels = np.arange(out.base_entries + out.added_entries, dtype=np.int64)
+        out.relabel(np.arange(out.base_entries + out.added_entries, dtype=np.int64) if labels is None else labels)
+        first = 0
+        for graph in (out._base, out._index):
+            if graph is None:
+                continue
+            count = int(graph.ntotal)
+            if graph.storage is None:
+                if vectors is None:
+                    raise ValueError(f"ANN index {path} was saved without its vectors: load it with `vectors`")
+                _attach(graph, _filled(faiss, graph, out.labels[first : first + count], vectors, dim))
+            first += count
         return out
 
 
@@ -242,12 +294,38 @@ def _graph(faiss: Any, dim: int, m: int, ef_construction: int, full: bool = Fals
     return graph
 
 
+def _filled(faiss: Any, graph: Any, labels: IntArray, vectors: VectorsOf, dim: int) -> Any:
+    """The vector copies `graph` (saved without them) searches: the rows `labels` of the table `vectors`
+    reads, in `FILL_ROWS` blocks, encoded by faiss as `graph` encodes what it adds (zeros for label -1)."""
+    if isinstance(graph, faiss.IndexHNSWFlat):
+        storage = faiss.IndexFlatIP(dim)
+    else:
+        storage = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    for start in range(0, len(labels), FILL_ROWS):
+        part = labels[start : start + FILL_ROWS]
+        block = np.zeros((len(part), dim), dtype=np.float32)
+        live = part >= 0
+        if live.any():
+            block[live] = vectors(part[live])
+        storage.add(block)
+    return storage
+
+
+def _attach(graph: Any, storage: Any) -> None:
+    """Make `storage` the vector copies of `graph`, owned by it from now on (freed with it, not by Python)."""
+    graph.storage = storage
+    storage.this.disown()
+    graph.own_fields = True
+
+
 def _identity(path: Path) -> tuple[int, int, int]:
     status = path.stat()
     return status.st_ino, status.st_size, status.st_mtime_ns
 
 
 def _write(index: Any, path: Path) -> None:
+    """Write the graph's links alone (not its vector copies: `load` fills them) to `path`, atomically."""
+    faiss = library()
     tmp = path.with_name(f".{path.name}.tmp")
-    library().write_index(index, str(tmp))
+    faiss.write_index(index, str(tmp), faiss.IO_FLAG_SKIP_STORAGE)
     os.replace(tmp, path)

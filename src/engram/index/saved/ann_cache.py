@@ -1,16 +1,20 @@
 """The phrase ANN index kept on disk beside the vector snapshot, so a large memory does not rebuild it on open.
 
-`index/ann/` holds `phrase.faiss` (the index, its entries in insertion order), optionally `phrase-added.faiss` (the
-entries added since `phrase.faiss` was written, which follow its entries), `phrase-rows.npy` (int64, the writing
-process's phrase row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each entry's phrase, 32
-per entry), `phrase-lost.npy` (int64, the entries that their own search did not return, see engram.graph.synonyms;
-optional: older caches lack it) and `manifest.json` (the files' checksums, CRC-32 for the graphs, and the saved
-state whose rows the labels are, written last). Loading maps `phrase.faiss` read-only (engram.graph.ann) and reads
-`phrase-added.faiss` into RAM; a save leaves `phrase.faiss` as it is while the additions stay within `ADDED_SHARE`
-of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening from that saved
-state the labels are taken as they are, else entries are matched to the new process's rows by phrase hash (entries
-of phrases no longer in the memory are dropped from results); files that do not match their checksums are ignored
-(the index is then rebuilt when first needed); a change checks them on a thread while it builds its tables
+`index/ann/` holds `phrase-links.faiss` (the index's links, its entries in insertion order, saved without the half-
+precision vector copies it searches: those are filled from the state's phrase vectors when it is loaded, so each
+phrase vector is on disk once), optionally `phrase-links-added.faiss` (the entries added since `phrase-links.faiss`
+was written, which follow its entries, saved the same way), `phrase-rows.npy` (int64, the writing process's phrase
+row of each entry, -1 for none), `phrase-keys.npy` (uint8, the SHA-256 of each entry's phrase, 32 per entry),
+`phrase-lost.npy` (int64, the entries that their own search did not return, see engram.graph.synonyms; optional:
+older caches lack it) and `manifest.json` (the files' checksums, CRC-32 for the graphs, and the saved state whose
+rows the labels are, written last). Graphs saved with their vectors by engram before are named `phrase.faiss` and
+`phrase-added.faiss`: they are read with their own vectors, and the next save writes the new files (engram before
+this cannot read the new names and rebuilds its index). Loading maps the graph read-only (engram.graph.ann) and
+reads the added graph into RAM; a save leaves the graph's file as it is while the additions stay within
+`ADDED_SHARE` of it, and otherwise writes one graph of all entries. It is a cache like the snapshot: on opening from
+that saved state the labels are taken as they are, else entries are matched to the new process's rows by phrase hash
+(entries of phrases no longer in the memory are dropped from results); files that do not match their checksums are
+ignored (the index is then rebuilt when first needed); a change checks them on a thread while it builds its tables
 (`start_check`), so its synonym search does not wait for gigabytes to be read. Files are written under temporary
 names and renamed into place.
 """
@@ -29,9 +33,11 @@ from engram.graph.ann import AnnIndex
 from engram.index.state.index_state import IndexState
 from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 
-INDEX_FILE = "phrase.faiss"
-ADDED_FILE = "phrase-added.faiss"  # entries added since phrase.faiss was written (optional)
-FILES = (INDEX_FILE, "phrase-rows.npy", "phrase-keys.npy")
+INDEX_FILE = "phrase-links.faiss"  # the graph's links, saved without its vectors
+ADDED_FILE = "phrase-links-added.faiss"  # entries added since phrase-links.faiss was written (optional)
+# the same two, saved with their vectors by engram before: still read; the next save writes the new ones
+WITH_VECTORS = {INDEX_FILE: "phrase.faiss", ADDED_FILE: "phrase-added.faiss"}
+KEY_FILES = ("phrase-rows.npy", "phrase-keys.npy")
 ADDED_SHARE = 0.25  # more entries added than this share of the saved graph: the next save writes one graph
 LOST_FILE = "phrase-lost.npy"  # entries no search reaches (AnnIndex.lost, as entry numbers; optional)
 log = logging.getLogger(__name__)
@@ -55,7 +61,8 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
     (folder / "manifest.json").unlink(missing_ok=True)  # the old files stop counting before any is replaced
     sums = {}
     few = index.added_entries <= ADDED_SHARE * index.base_entries
-    kept = index.base_checksum if few and index.base_on_disk() else None
+    current = index.base_path == folder / INDEX_FILE  # not a graph saved with its vectors, before
+    kept = index.base_checksum if few and current and index.base_on_disk() else None
     if kept is not None:  # the saved graph's file is the one mapped, untouched: it stays as it is
         sums[INDEX_FILE] = kept
         if index.added_entries:
@@ -66,6 +73,8 @@ def save_ann(root: Path, state: IndexState, token: str | None = None) -> None:
         sums[INDEX_FILE] = index.base_checksum = file_checksum(folder / INDEX_FILE, CRC)
     if ADDED_FILE not in sums:
         (folder / ADDED_FILE).unlink(missing_ok=True)
+    for name in WITH_VECTORS.values():  # written before, now replaced (the index no longer maps them)
+        (folder / name).unlink(missing_ok=True)
     rows = index.labels
     digests = b"".join(_digest(state.phrases[r]) if r >= 0 else bytes(32) for r in rows.tolist())
     keys = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 32)
@@ -101,9 +110,16 @@ def _rename_state(folder: Path, old: str, new: str) -> None:
         log.warning("phrase ANN index in %s: its manifest was not updated (%s)", folder, exc)
 
 
+def _graph_file(sums: dict[str, str], name: str) -> str | None:
+    """The file a manifest lists for graph `name` (`INDEX_FILE` or `ADDED_FILE`): that name, the name it had
+    when graphs were saved with their vectors, or None."""
+    return next((n for n in (name, WITH_VECTORS[name]) if n in sums), None)
+
+
 def _listed(sums: dict[str, str]) -> list[str]:
     """The files a manifest's index is made of (the added graph and the lost entries when it lists them)."""
-    return [*FILES, *(name for name in (ADDED_FILE, LOST_FILE) if name in sums)]
+    graphs = [_graph_file(sums, INDEX_FILE) or INDEX_FILE, _graph_file(sums, ADDED_FILE)]
+    return [*(name for name in graphs if name), *KEY_FILES, *([LOST_FILE] if LOST_FILE in sums else [])]
 
 
 def start_check(root: Path) -> PendingCheck | None:
@@ -141,14 +157,14 @@ def load_ann(root: Path, state: IndexState, token: str | None = None, check: Pen
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         sums = manifest["files"]
-        added, with_lost = ADDED_FILE in sums, LOST_FILE in sums
+        base, added, with_lost = _graph_file(sums, INDEX_FILE), _graph_file(sums, ADDED_FILE), LOST_FILE in sums
+        if base is None:
+            raise ValueError("its manifest lists no graph")
         _verify(folder, sums, check)
         old = np.load(folder / "phrase-rows.npy", allow_pickle=False)
         keys = np.load(folder / "phrase-keys.npy", allow_pickle=False)
         if old.ndim != 1 or keys.shape != (len(old), 32):
             raise ValueError("rows and keys disagree")
-        index = AnnIndex.load(folder / INDEX_FILE, state.vectors["phrase"].dim, folder / ADDED_FILE if added else None)
-        index.base_checksum = str(sums[INDEX_FILE]) if index.base_entries else None
         if token is not None and manifest.get("state") == token:
             if len(old) and int(old.max()) >= len(state.phrases):
                 raise ValueError("rows beyond the saved state's phrases")
@@ -160,7 +176,18 @@ def load_ann(root: Path, state: IndexState, token: str | None = None, check: Pen
                 dtype=np.int64,
                 count=len(keys),
             )
-        index.relabel(new)
+        phrases = state.vectors["phrase"]
+        view = phrases.view()
+        if len(new) and int(new.max()) >= len(view):
+            raise ValueError("entries of phrases whose vectors this state does not hold")
+        index = AnnIndex.load(
+            folder / base,
+            phrases.dim,
+            folder / added if added else None,
+            vectors=lambda rows: phrases.gather(view, rows),  # for graphs saved without their vectors
+            labels=new,
+        )
+        index.base_checksum = str(sums[base]) if index.base_entries else None
         lost = np.load(folder / LOST_FILE, allow_pickle=False) if with_lost else np.zeros(0, dtype=np.int64)
         if (
             lost.ndim != 1
