@@ -19,7 +19,10 @@ embedder that hands the real model's vectors back rounded through the storage ty
   (no usable snapshot), and it would refuse the rows the last column counts (length off by more than 1e-3);
 - `int8 first-batch scales`: as `int8`, the scales fitted instead on the first batch of each role that engram
   embeds (256 texts in hash order: what a memory that grows could fit before it has seen its table), later
-  components beyond them clipped to +-127.
+  components beyond them clipped to +-127;
+- `facts int8 per row`: what a memory made now stores (`graph.vector_precision = "int8"`,
+  engram.store.packed_rows): passages and phrases float16, each fact row coded on its own, rint(127 v / max |v|),
+  read back divided by its codes' norm (length 1; no scales fitted to other rows).
 
 The wrapper passes the model's token limit on (`max_tokens`, `count_tokens`), so passages are split as the
 plain default embedder splits them (1,930 passages from the 1,890; `CachedEmbedder` alone has no token limit,
@@ -67,7 +70,8 @@ from vector_cache import CachedEmbedder, default_folder
 Vectors = npt.NDArray[np.float32]
 STORED = ("passage", "phrase", "fact")  # the roles whose vectors a memory keeps
 WIDE = {"graph": {"vector_precision": "float32"}}  # the memory stores what the wrapper rounded, not float16 again
-PRECISIONS = ("float32", "float16", "int8", "int8 not re-normalised", "int8 first-batch scales")
+PER_ROW = "facts int8 per row"  # passages and phrases float16, facts 8-bit with one scale per row
+PRECISIONS = ("float32", "float16", "int8", "int8 not re-normalised", "int8 first-batch scales", PER_ROW)
 METHODS = ("hipporag2", "dense")
 KS = ("2", "5")
 LEVELS = 127  # engram's 8-bit codes: -127..127 (engram.index.state.coded_rows.LEVELS)
@@ -83,10 +87,22 @@ def fit_scales(rows: Vectors) -> Vectors:
     return scales
 
 
-def round_through(v: Vectors, precision: str, scales: Vectors | None) -> Vectors:
-    """`v` as it would read back from storage in `precision`."""
+def per_row_int8(v: Vectors) -> Vectors:
+    """Each row coded on its own: codes c = rint(127 x row / its largest |component|), read back as c / ||c||
+    (length 1; the scale is the row's own, so a row's value never depends on the other rows)."""
+    top = np.abs(v).max(axis=1, keepdims=True)
+    codes = np.rint(np.divide(v * np.float32(LEVELS), top, out=np.zeros_like(v), where=top > 0))
+    norms = np.linalg.norm(codes, axis=1, keepdims=True)
+    out: Vectors = np.divide(codes, norms, out=np.zeros_like(codes), where=norms > 0).astype(np.float32)
+    return out
+
+
+def round_through(v: Vectors, precision: str, scales: Vectors | None, role: str = "fact") -> Vectors:
+    """`v` (rows of `role`) as it would read back from storage in `precision`."""
     if precision == "float32":
         return v
+    if precision == PER_ROW:  # what a memory made now stores (graph.vector_precision "int8")
+        return per_row_int8(v) if role == "fact" else v.astype(np.float16).astype(np.float32)
     if precision == "float16":
         return v.astype(np.float16).astype(np.float32)
     assert scales is not None
@@ -135,7 +151,7 @@ class Rounded:
             scales = self.fitted.setdefault(role, fit_scales(raw))
             out = round_through(raw, "int8", scales)
         else:
-            out = round_through(raw, self.precision, self.scales.get(role))
+            out = round_through(raw, self.precision, self.scales.get(role), role)
         for text, a, b in zip(texts, raw, out):
             self.rows[role][text] = (a, b)
         return out

@@ -276,3 +276,35 @@ def test_the_kernels_leave_none_alone(tmp_path: Path) -> None:
         for _ in range(300):
             memory.retrieve(["who owned the old mill", "anna berg 1901"], top_k=5)
         assert sys.getrefcount(None) - before > -100  # was -1824
+
+
+@pytest.mark.parametrize("top", [1, 5, 300])
+@pytest.mark.parametrize("parts", [1, 3])
+def test_a_packed_table_is_its_own_codes_and_ranks_as_a_full_scan(
+    top: int, parts: int, split_small: None, tmp_path: Path
+) -> None:
+    """Fact rows stored as packed 8-bit rows (engram.store.packed_rows) are scored through their own codes and
+    scales: nothing is encoded, and the best rows, their scores and the lowest score are those of the full scan
+    of the rows as they read (the oracle), over a saved file, a spilled block and rows appended since; then over
+    scores within a narrow band, where the codes alone cannot order the rows near the cut."""
+    rng = np.random.default_rng(3)
+    rows = Rows(48, np.int8)
+    rows.append(clustered(4000, 48, seed=2))
+    assert rows.spill(tmp_path, least=1)
+    rows.append(clustered(2000, 48, seed=4))
+    codes = CodedRows(rows, parts=parts)
+    alive = rng.random(6000) > 0.2
+    queries = np.concatenate([clustered(6, 48, seed=2, spread=0.2), clustered(4, 48, seed=5)])
+    check(codes, rows, alive, queries, top)
+    assert codes.encoded == 0 and codes.saved() is None
+    q = rng.normal(size=48)
+    q /= np.linalg.norm(q)
+    noise = rng.normal(size=(8000, 48))
+    noise -= np.outer(noise @ q, q)
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    a = 0.5 + 0.05 * rng.random(8000)
+    band = Rows(48, np.int8)
+    band.append((a[:, None] * q + np.sqrt(1 - a**2)[:, None] * noise).astype(np.float32))
+    near_q = q + 0.002 * rng.normal(size=(10, 48))
+    near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
+    check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, min(top, 50))

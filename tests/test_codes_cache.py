@@ -44,7 +44,8 @@ def corpus(
 
 def opened(path: Path, setting: str) -> Rooms:
     """The memory at `path` opened without the facade, to look at its live state (its fact codes)."""
-    config = MemoryConfig(graph=GraphConfig(ann="off", fact_codes=setting))
+    # float16 facts: a memory of packed 8-bit facts (the default) is its own codes and saves none (test_coded)
+    config = MemoryConfig(graph=GraphConfig(ann="off", fact_codes=setting, vector_precision="float16"))
     return Rooms(path, HashEmbedder(dim=64), config)
 
 

@@ -1,4 +1,5 @@
-"""Issue 54: phrase and fact vectors stored as float16 (engram.index.state.rows.Rows with a dtype; docs/format.md).
+"""Issue 54: phrase and fact vectors stored as float16 (engram.index.state.rows.Rows with a dtype; docs/format.md;
+the default since is int8 facts, tests/test_packed_rows.py).
 Oracles: numpy's own float16 rounding of the same rows, np.save of the rounded matrix, and a memory built whole as
 float32 for a memory made before the change."""
 
@@ -66,8 +67,8 @@ def test_float16_rows_round_once_and_save_as_float16(tmp_path: Path) -> None:
     converted = Rows(8, np.float16)  # a float32 matrix adopted by float16 rows is rounded, and not a saved file
     converted.adopt(np.load(tmp_path / "m.npy").astype(np.float32) + np.float32(1e-4))
     assert converted.parts[0].rows.dtype == np.float16 and converted.saved_parts() == [None]
-    with pytest.raises(ValueError, match="float32 or float16"):
-        Rows(8, np.int8)
+    with pytest.raises(ValueError, match="float32, float16 or int8"):
+        Rows(8, np.int16)
 
 
 def vector_types(path: Path) -> dict[str, set[str]]:
@@ -92,9 +93,9 @@ def build(path: Path, start: int, stop: int, config: dict[str, Any] | None = Non
         memory.index(docs[start:stop], extractions=extractions[start:stop])
 
 
-def test_a_new_memory_stores_phrase_and_fact_vectors_as_float16(tmp_path: Path) -> None:
-    build(tmp_path / "m", 0, 8)
-    build(tmp_path / "m", 8, 12)
+def test_a_float16_memory_stores_phrase_and_fact_vectors_as_float16(tmp_path: Path) -> None:
+    build(tmp_path / "m", 0, 8, {"graph": {"vector_precision": "float16"}})
+    build(tmp_path / "m", 8, 12)  # the memory keeps float16 under the default setting (int8)
     assert vector_types(tmp_path / "m") == {"passage": {"float32"}, "phrase": {"float16"}, "fact": {"float16"}}
     assert meta(tmp_path / "m") == "float16"
     for name in ("phrase.npy", "fact.npy"):
@@ -105,7 +106,7 @@ def test_a_new_memory_stores_phrase_and_fact_vectors_as_float16(tmp_path: Path) 
 def float32_memory(monkeypatch: pytest.MonkeyPatch, path: Path, start: int, stop: int) -> None:
     """Build as engram did before float16: float32 vectors and no meta key."""
     with monkeypatch.context() as patch:
-        patch.setattr(live_index, "narrow_dtype", lambda store, made: np.dtype(np.float32))
+        patch.setattr(live_index, "vector_precision", lambda store, made: "float32")
         build(path, start, stop)
     with sqlite3.connect(path / "engram.sqlite") as db:
         db.execute("DELETE FROM meta WHERE key = 'vector_dtype'")
@@ -140,6 +141,6 @@ def test_the_precision_is_chosen_when_a_memory_is_made(tmp_path: Path) -> None:
     assert vector_types(tmp_path / "m")["fact"] == {"float32"} and meta(tmp_path / "m") == "float32"
     build(tmp_path / "n", 0, 4)
     build(tmp_path / "n", 4, 8, wide)  # nor the other way round
-    assert vector_types(tmp_path / "n")["fact"] == {"float16"}
-    with pytest.raises(InputError, match="vector_precision must be float16 or float32"):
+    assert vector_types(tmp_path / "n")["fact"] == {"int8"} and meta(tmp_path / "n") == "int8"
+    with pytest.raises(InputError, match="vector_precision must be float16, float32 or int8"):
         Memory(tmp_path / "o", embedder=HashEmbedder(), config={"graph": {"vector_precision": "float64"}})

@@ -4,6 +4,7 @@ snapshot files and folders are fsynced."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -53,7 +54,7 @@ def test_damaged_snapshot_is_rebuilt_not_used(tmp_path: Path, damage: str, caplo
     elif damage == "truncate":
         target.write_bytes(bytes(data[: len(data) // 2]))
     elif damage == "keys":  # read only when the saved state is not usable: here it is gone
-        (folder / "passage-keys.json").write_text("[]", encoding="utf-8")
+        (folder / "passage-keys.bin").write_bytes(b"")  # no keys for its rows
         (folder / "state.json").unlink()
     else:
         refs = folder / "state-phrase_refs.npy"
@@ -73,14 +74,15 @@ def test_snapshot_has_checksums(tmp_path: Path) -> None:
     build(tmp_path / "m")
     folder = only_snapshot(tmp_path / "m")
     assert (folder / "manifest.json").exists()
-    vectors = {"manifest.json", *(f"{r}.npy" for r in ROLES), *(f"{r}-keys.json" for r in ROLES)}
+    vectors = {"manifest.json", *(f"{r}.npy" for r in ROLES), *(f"{r}-keys.bin" for r in ROLES)}
     state = {"state.json", *(f"state-{a}.npy" for a in [*ARRAYS, *KEY_TABLES])}
     assert {p.name for p in folder.iterdir()} == vectors | state | set(WALK_FILES)  # the last view's walk too
 
 
 def table(rows: int) -> dict[str, tuple[list[str], np.ndarray]]:
     matrix = np.ones((rows, 4), dtype=np.float32)
-    return {role: ([f"{role}{i}" for i in range(rows)], matrix) for role in ("passage", "phrase", "fact")}
+    keys = {role: [hashlib.sha256(f"{role}{i}".encode()).hexdigest() for i in range(rows)] for role in ROLES}
+    return {role: (keys[role], matrix) for role in ROLES}  # keys are SHA-256 hex digests, as a memory's are
 
 
 def test_pruning_keeps_newer_generations_and_foreign_temp_folders(tmp_path: Path) -> None:
@@ -95,7 +97,7 @@ def test_pruning_keeps_newer_generations_and_foreign_temp_folders(tmp_path: Path
     write_snapshot(tmp_path, 3, table(3))
     names = {p.name for p in (tmp_path / "index").iterdir()}
     assert names == {"g3", "g5", ".g4.other-writer"}
-    assert read_latest_snapshot(tmp_path)["passage"][0] == ["passage0", "passage1"]  # g5 is the newest
+    assert read_latest_snapshot(tmp_path)["passage"][0] == table(2)["passage"][0]  # g5 is the newest
 
 
 def test_snapshot_files_and_folders_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,7 +111,7 @@ def test_snapshot_files_and_folders_are_fsynced(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(os, "fsync", spy)
     write_snapshot(tmp_path, 1, table(2))
     final = snapshot_dir(tmp_path, 1)
-    for name in ("passage.npy", "phrase.npy", "fact.npy", "passage-keys.json", "fact-keys.json", "manifest.json"):
+    for name in ("passage.npy", "phrase.npy", "fact.npy", "passage-keys.bin", "fact-keys.bin", "manifest.json"):
         assert any(s.endswith(name) for s in synced), name
     temps = [s for s in synced if Path(s).parent == final.parent and Path(s).name.startswith(".g1.")]
     assert temps  # the folder's entries, before it is renamed into place

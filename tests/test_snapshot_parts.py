@@ -21,6 +21,7 @@ from engram.embed import HashEmbedder
 from engram.embed.base import Progress, Role, Vectors
 from engram.store import snapshot_parts
 from engram.store.snapshot import read_latest_snapshot, snapshot_dir
+from engram.store.snapshot_parts import read_keys
 
 QUERIES = ["Where was person 3 born?", "Who founded company 7?", "Which town is near river 2?"]
 ROLES = ("passage", "phrase", "fact")
@@ -105,7 +106,7 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
     session(path, docs, extractions, 0, 8)
     first = newest(path)
     inodes = {role: os.stat(first / f"{role}.npy").st_ino for role in ROLES}
-    key_inodes = {role: os.stat(first / f"{role}-keys.json").st_ino for role in ROLES}
+    key_inodes = {role: os.stat(first / f"{role}-keys.bin").st_ino for role in ROLES}
     rows = {role: len(read_latest_snapshot(path)[role][0]) for role in ROLES}
     session(path, docs, extractions, 8)
     second = newest(path)
@@ -115,10 +116,11 @@ def test_close_links_saved_rows_and_writes_the_new_ones(
         assert os.stat(second / f"{role}.npy").st_ino == inodes[role]  # linked, not written again
         added = len(table[role][0]) - rows[role]
         assert added > 0 and not (second / f"{role}.2.npy").exists()
-        width = 4 if role == "passage" else 2  # phrase and fact vectors are float16 (docs/format.md)
-        assert os.path.getsize(second / f"{role}.1.npy") == 128 + added * width * HashEmbedder().dim  # new rows only
-        assert os.stat(second / f"{role}-keys.json").st_ino == key_inodes[role]
-        assert len(json.loads((second / f"{role}-keys.1.json").read_text(encoding="utf-8"))) == added
+        dim = HashEmbedder().dim  # passage vectors float32, phrase float16, fact packed int8 (docs/format.md)
+        row = {"passage": 2 * dim, "phrase": 2 * dim, "fact": dim + 4}[role]
+        assert os.path.getsize(second / f"{role}.1.npy") == 128 + added * row  # new rows only
+        assert os.stat(second / f"{role}-keys.bin").st_ino == key_inodes[role]
+        assert os.path.getsize(second / f"{role}-keys.1.bin") == 32 * added  # a SHA-256 digest per new row
     whole = scratch(tmp_path, docs, extractions)
     assert vectors_by_key(path) == vectors_by_key(whole)
     with (
@@ -223,12 +225,12 @@ def test_a_snapshot_written_before_parts_still_opens(tmp_path: Path, link_all: N
     session(path, docs, extractions, 0, 5)
     folder = newest(path)
     expected = vectors_by_key(path)
-    every = {role: json.loads((folder / f"{role}-keys.json").read_text(encoding="utf-8")) for role in ROLES}
+    every = {role: read_keys(folder / f"{role}-keys.bin") for role in ROLES}
     for role in ROLES:  # the layout before parts: one keys.json for every role
-        (folder / f"{role}-keys.json").unlink()
+        (folder / f"{role}-keys.bin").unlink()
     (folder / "keys.json").write_text(json.dumps(every), encoding="utf-8")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    files = {k: v for k, v in manifest["files"].items() if not k.endswith("-keys.json")}
+    files = {k: v for k, v in manifest["files"].items() if not k.endswith("-keys.bin")}
     files["keys.json"] = hashlib.sha256((folder / "keys.json").read_bytes()).hexdigest()
     (folder / "manifest.json").write_text(json.dumps({"files": files}), encoding="utf-8")
     assert vectors_by_key(path) == expected  # read through keys.json
@@ -255,3 +257,32 @@ def test_parts_serve_a_rebuild_from_the_records(tmp_path: Path, link_all: None) 
     with Memory(path, embedder=counting) as memory, Memory(whole, embedder=HashEmbedder()) as fresh:
         assert rankings(memory) == rankings(fresh)
     assert counting.texts == 0  # every passage, phrase and fact vector came from the parts (queries aside)
+
+
+def test_parts_whose_keys_were_written_as_json_are_read_and_linked_as_they_are(
+    tmp_path: Path, link_all: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A snapshot written before binary keys holds `{role}-keys.json` (a JSON list of hex digests): it opens as
+    it is (its saved state used, nothing rebuilt), and the next close links that file unchanged beside the new
+    part's binary keys. Oracle: a memory built from scratch (vectors by key, rankings)."""
+    docs, extractions = corpus(12)
+    path = tmp_path / "m"
+    session(path, docs, extractions, 0, 8)
+    folder = newest(path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for role in ROLES:  # as an engram before binary keys wrote them
+        keys = read_keys(folder / f"{role}-keys.bin")
+        (folder / f"{role}-keys.bin").unlink()
+        (folder / f"{role}-keys.json").write_text(json.dumps(keys), encoding="utf-8")
+        del manifest["files"][f"{role}-keys.bin"]
+        manifest["files"][f"{role}-keys.json"] = hashlib.sha256((folder / f"{role}-keys.json").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    inodes = {role: os.stat(folder / f"{role}-keys.json").st_ino for role in ROLES}
+    with caplog.at_level(logging.WARNING, logger="engram"):
+        session(path, docs, extractions, 8)
+    assert not caplog.records  # the saved state and its vectors were used as they are
+    last = newest(path)
+    for role in ROLES:
+        assert os.stat(last / f"{role}-keys.json").st_ino == inodes[role]  # linked, still JSON
+        assert (last / f"{role}-keys.1.bin").exists() and not (last / f"{role}-keys.bin").exists()
+    matches_scratch(tmp_path, path, docs, extractions)

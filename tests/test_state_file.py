@@ -5,6 +5,7 @@ path every earlier version took), and the independent batch builder of test_cont
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -22,7 +23,7 @@ from engram.index.saved.state_file import KEY_TABLES, restore_state
 from engram.store.records import RecordStore
 from test_continual import CONFIG, Live, apply, matches_oracle, observe, operation, oracle_graph, same
 
-NARROW = np.float16  # the phrase and fact vectors of a memory made now are stored so (docs/format.md)
+NARROW = "int8"  # how a memory made now stores its vectors (docs/format.md, "Vector precision")
 
 
 def latest_snapshot(path: Path) -> Path:
@@ -106,7 +107,7 @@ def test_state_of_other_passages_is_not_used(tmp_path: Path, caplog: pytest.LogC
     assert restore_state(tmp_path, generation, lambda: passages, 32, CONFIG.graph, NARROW) is None  # another width
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="engram"):  # the memory's vectors are of another dtype
-        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, np.float32) is None
+        assert restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, "float32") is None
     assert any("stored as float16, not as the memory's float32" in r.getMessage() for r in caplog.records)
 
 
@@ -233,3 +234,32 @@ def test_a_few_facts_then_many_on_a_restored_state(tmp_path: Path) -> None:
         whole.index(docs, extractions=extractions)
         assert rankings(whole) == got
         assert {k: v for k, v in whole.stats().items() if k != "generation"} == stats
+
+
+def test_int64_tables_are_saved_as_int32_and_a_state_saved_before_is_read(tmp_path: Path) -> None:
+    """Tables whose values fit int32 are saved so (format 3, named in `narrowed`) and restored as the int64 they
+    were; a state saved before (format 2: every table int64, no `narrowed`) restores to the same tables."""
+    build(tmp_path)
+    folder = latest_snapshot(tmp_path)
+    meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    assert meta["format"] == 3 and {"fact_phrases", "order_phrase", "facts_rows"} <= set(meta["narrowed"])
+    saved = np.load(folder / "state-fact_phrases.npy")
+    assert saved.dtype == np.int32
+    passages, generation = stored(tmp_path)
+    restored = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW)
+    assert restored is not None
+    tables = restored[0].fact_phrase_array()
+    assert tables.dtype == np.int64 and np.array_equal(tables, saved)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    for name in meta["narrowed"]:  # as format 2 wrote them
+        path = folder / f"state-{name}.npy"
+        if path.exists():
+            np.save(path, np.load(path).astype(np.int64), allow_pickle=False)
+            manifest["files"][path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    del meta["narrowed"]
+    meta["format"] = 2
+    (folder / "state.json").write_text(json.dumps(meta), encoding="utf-8")
+    manifest["files"]["state.json"] = hashlib.sha256((folder / "state.json").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    before = restore_state(tmp_path, generation, lambda: passages, 64, CONFIG.graph, NARROW)
+    assert before is not None and np.array_equal(before[0].fact_phrase_array(), tables)

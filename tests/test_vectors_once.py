@@ -26,6 +26,7 @@ from engram import Document, Memory
 from engram.embed import HashEmbedder
 from engram.index.live import load
 from engram.store import snapshot_parts
+from engram.store.packed_rows import unpack
 from engram.store.snapshot import load_snapshot
 from engram.store.snapshot_lookup import SnapshotLookup, mapped_file
 from test_snapshot_parts import Counting, corpus, newest, rankings
@@ -172,7 +173,7 @@ def test_a_lookup_reads_only_parts_it_does_not_hold_and_only_sound_ones(
     lookup = SnapshotLookup(path, HashEmbedder().dim)
     found = lookup.find("fact", wanted)
     assert sorted(found) == sorted(keys[i] for i in (0, -1))  # the unknown key is left out
-    assert np.array_equal(found[keys[-1]], parts[-1][-1])
+    assert np.array_equal(found[keys[-1]], unpack(parts[-1][-1]))  # facts are stored packed (test_packed_rows)
     held = {f for p in parts if (f := mapped_file(p)) is not None}
     assert held and SnapshotLookup(path, HashEmbedder().dim).find("fact", wanted, held) == {}
     damaged = newest(path) / "fact.npy"
@@ -187,14 +188,17 @@ def test_a_lookup_reads_only_parts_it_does_not_hold_and_only_sound_ones(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=8), max_size=40), st.integers(1, 200), st.integers(1, 7))
 def test_key_batches_read_what_json_reads(seeds: list[bytes], read: int, size: int) -> None:
-    """The streamed reader of a key file gives the keys json.loads gives, in order and in batches of `size`,
-    whatever the read size (keys cut across reads)."""
+    """The streamed reader of a key file gives the keys json.loads gives (a JSON keys file, as written before),
+    and the digests hashlib gives (a binary one, as written now), in order and in batches of `size`, whatever
+    the read size (keys cut across reads)."""
     keys = [hashlib.sha256(s).hexdigest() for s in seeds]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "fact-keys.json"
         path.write_text(json.dumps(keys), encoding="utf-8")
+        binary = Path(folder) / "fact-keys.1.bin"
+        binary.write_bytes(b"".join(hashlib.sha256(s).digest() for s in seeds))
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(load, "READ_BYTES", read)
-            batches = list(load.key_batches(path, size))
-    assert [k for b in batches for k in b] == keys
-    assert all(0 < len(b) <= size for b in batches) and all(len(b) == size for b in batches[:-1])
+            for batches in (list(load.key_batches(path, size)), list(load.key_batches(binary, size))):
+                assert [k for b in batches for k in b] == keys
+                assert all(0 < len(b) <= size for b in batches) and all(len(b) == size for b in batches[:-1])

@@ -34,8 +34,9 @@ class GraphConfig:
     (docs/format.md); true also keeps them in engram.sqlite's embedding cache: twice the disk for vectors, but a
     damaged snapshot then costs a read of the cache instead of embedding every text again.
 
-    `vector_precision`: "float16" or "float32", the type a memory made with this setting stores its phrase and
-    fact vectors in (docs/format.md, "Vector precision"); a memory keeps the one it was made with."""
+    `vector_precision`: "int8" (the default: phrase vectors float16, fact vectors 8 bits a component with a
+    scale per row), "float16" (both float16) or "float32", how a memory made with this setting stores its phrase
+    and fact vectors (docs/format.md, "Vector precision"); a memory keeps the one it was made with."""
 
     synonym_threshold: float = 0.8
     synonym_top_k: int = 100
@@ -45,14 +46,14 @@ class GraphConfig:
     fact_codes: str = "auto"
     fact_codes_min_rows: int = 10_000
     keep_vector_cache: bool = False
-    vector_precision: str = "float16"
+    vector_precision: str = "int8"
 
     def __post_init__(self) -> None:
         if not isinstance(self.keep_vector_cache, bool):
             raise InputError(f"graph setting keep_vector_cache must be true or false, not {self.keep_vector_cache!r}")
-        if self.vector_precision not in ("float16", "float32"):
+        if self.vector_precision not in ("float16", "float32", "int8"):
             raise InputError(
-                f"graph setting vector_precision must be float16 or float32, not {self.vector_precision!r}"
+                f"graph setting vector_precision must be float16, float32 or int8, not {self.vector_precision!r}"
             )
         for name in ("ann", "fact_codes"):
             value = getattr(self, name)

@@ -37,11 +37,24 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engram.store.snapshot_parts import SavedPart, file_identity, key_name, link_parts, linkable, part_name, part_names
+from engram.store.packed_rows import PACKED
+from engram.store.snapshot_parts import (
+    SavedPart,
+    file_identity,
+    key_name,
+    keys_bytes,
+    link_parts,
+    linkable,
+    listed_key_name,
+    part_name,
+    part_names,
+    read_keys,
+)
 
 ROLES = ("passage", "phrase", "fact")
 Vectors = npt.NDArray[np.float32]
-STORED = (np.dtype(np.float32), np.dtype(np.float16))  # the dtypes a snapshot's vector files may hold
+# the dtypes a snapshot's vector files may hold (int8: rows packed with their scales, engram.store.packed_rows)
+STORED = (np.dtype(np.float32), np.dtype(np.float16), PACKED)
 VectorTable = dict[str, tuple[list[str], list[Vectors]]]  # role -> (keys, the matrix's parts, rows in order)
 # what `write_snapshot` takes: role -> (keys, matrix, or the matrix as row blocks to write one after another)
 BlockTable = Mapping[str, tuple[Sequence[str], Vectors | Sequence[Vectors]]]
@@ -151,10 +164,11 @@ def _fsync_dir(path: Path) -> None:
 
 def _write_npy(handle: Any, blocks: list[Vectors], written: Callable[[Vectors], object] | None = None) -> None:
     """One .npy file of the row blocks stacked (the bytes `np.save` writes for the stacked matrix), in the dtype
-    of the first block (float16 or float32, little-endian), converted a slice at a time, so no stacked copy is
-    made; `written(rows)` is told each slice once written."""
+    of the first block (float16 or float32, little-endian, or packed int8 rows), converted a slice at a time, so no
+    stacked copy is made; `written(rows)` is told each slice once written."""
     rows = sum(len(b) for b in blocks)
-    kind = np.dtype("<f2") if blocks[0].dtype == np.float16 else np.dtype("<f4")
+    kinds: dict[np.dtype[Any], np.dtype[Any]] = {np.dtype(np.float16): np.dtype("<f2"), PACKED: PACKED}
+    kind = kinds.get(blocks[0].dtype, np.dtype("<f4"))
     header = {"descr": np.lib.format.dtype_to_descr(kind), "fortran_order": False,
               "shape": (rows, int(blocks[0].shape[1]))}  # fmt: skip
     np.lib.format.write_array_header_1_0(handle, header)
@@ -227,7 +241,7 @@ def _write_parts(
         return linked
     done = None if written is None else (lambda rows: written(role, rows))
     save = partial(_write_npy, blocks=rest, written=done)
-    text = json.dumps(list(keys[first:])).encode("utf-8")
+    text = keys_bytes(keys[first:])
     vectors, key_file = part_name(role, count), key_name(role, count)
     return linked | {
         vectors: _write_file(folder / vectors, save, crc=True),
@@ -360,13 +374,13 @@ def _read_verified(folder: Path) -> VectorTable:
     sums = _manifest(folder)
     names = {role: part_names(sums, role) or [f"{role}.npy"] for role in ROLES}
     old = "keys.json" in sums  # written before parts: every role's keys in one file
-    key_files = ["keys.json"] if old else [key_name(role, i) for role in ROLES for i in range(len(names[role]))]
+    key_files = ["keys.json"] if old else [listed_key_name(sums, r, i) for r in ROLES for i in range(len(names[r]))]
     verify_files(folder, sums, [*(n for role in ROLES for n in names[role]), *key_files])
     try:
         every = json.loads((folder / "keys.json").read_text(encoding="utf-8")) if old else None
         out: VectorTable = {}
         for role in ROLES:
-            keys = every[role] if every is not None else _part_keys(folder, role, len(names[role]))
+            keys = every[role] if every is not None else _part_keys(folder, sums, role, len(names[role]))
             parts = [np.load(folder / name, mmap_mode="r", allow_pickle=False) for name in names[role]]
             if any(p.ndim != 2 or p.dtype not in STORED for p in parts) or sum(map(len, parts)) != len(keys):
                 raise ValueError(f"{role}: rows and keys disagree")
@@ -376,13 +390,10 @@ def _read_verified(folder: Path) -> VectorTable:
         raise SnapshotDamaged(f"it cannot be read ({exc})") from exc
 
 
-def _part_keys(folder: Path, role: str, parts: int) -> list[str]:
+def _part_keys(folder: Path, sums: dict[str, str], role: str, parts: int) -> list[str]:
     keys: list[str] = []
     for index in range(parts):
-        part = json.loads((folder / key_name(role, index)).read_text(encoding="utf-8"))
-        if not isinstance(part, list):
-            raise ValueError(f"{key_name(role, index)} is not a list")
-        keys += part
+        keys += read_keys(folder / listed_key_name(sums, role, index))
     return keys
 
 

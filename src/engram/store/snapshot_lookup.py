@@ -10,7 +10,6 @@ snapshot) are never read again, so a lookup reads the parts written since, not t
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from engram.store.packed_rows import is_packed, packed_width, unpack
 from engram.store.snapshot import (
     SNAPSHOT_MANIFEST,
     STORED,
@@ -26,7 +26,7 @@ from engram.store.snapshot import (
     newest_folders,
     verify_files,
 )
-from engram.store.snapshot_parts import file_identity, key_name, part_names
+from engram.store.snapshot_parts import file_identity, listed_key_name, part_names, read_keys
 
 log = logging.getLogger(__name__)
 Vectors = npt.NDArray[np.float32]
@@ -74,13 +74,14 @@ class SnapshotLookup:
                 if identity in skip or identity in self._damaged:
                     continue
                 try:
-                    keys, rows = self._part(folder, sums, name, key_name(role, index), identity)
+                    keys, rows = self._part(folder, sums, name, listed_key_name(sums, role, index), identity)
                 except SnapshotDamaged as exc:  # this part only: the others are still used
                     self._damaged.add(identity)
                     log.warning("vector snapshot %s: %s is not used for lookups: %s", folder, name, exc)
                     continue
                 for h in [h for h in wanted if h in keys]:
-                    out[h] = np.asarray(rows[keys[h]], dtype=np.float32)
+                    row = rows[keys[h]]
+                    out[h] = unpack(row) if is_packed(row) else np.asarray(row, dtype=np.float32)
                     wanted.discard(h)
                 if not wanted:
                     break
@@ -98,10 +99,14 @@ class SnapshotLookup:
         if known is not None:
             return known
         verify_files(folder, sums, [name, keys_name])
-        keys = json.loads((folder / keys_name).read_text(encoding="utf-8"))
+        try:
+            keys = read_keys(folder / keys_name)
+        except ValueError as exc:
+            raise SnapshotDamaged(f"{keys_name}: {exc}") from exc
         rows = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-        shaped = rows.ndim == 2 and rows.dtype in STORED and rows.shape == (len(keys), self.dim)
-        if not isinstance(keys, list) or not shaped:
+        width = packed_width(self.dim) if is_packed(rows) else self.dim
+        shaped = rows.ndim == 2 and rows.dtype in STORED and rows.shape == (len(keys), width)
+        if not shaped:
             raise SnapshotDamaged(f"{name}: its rows and keys disagree")
         found = ({str(k): i for i, k in enumerate(keys)}, rows)
         self._parts[identity] = found

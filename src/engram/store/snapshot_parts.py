@@ -1,8 +1,9 @@
 """Vector files of a snapshot in parts, so a close after a few changes writes only the rows added since.
 
 A role's rows (passage, phrase or fact vectors) may lie in several files, one after another: part 0 is
-`{role}.npy`, part i > 0 `{role}.{i}.npy`, each with its rows' keys (text hashes) in `{role}-keys.json` /
-`{role}-keys.{i}.json`; a snapshot's parts are the ones its manifest lists, numbered from 0 without a gap. Rows
+`{role}.npy`, part i > 0 `{role}.{i}.npy`, each with its rows' keys (text hashes) in `{role}-keys.bin` /
+`{role}-keys.{i}.bin` (32-byte SHA-256 digests; `.json` lists of hex digests in parts written before, still read
+and linked as they are); a snapshot's parts are the ones its manifest lists, numbered from 0 without a gap. Rows
 never move and vectors never change, so the rows a process mapped from the snapshot it opened are, file for
 file, leading parts of the next snapshot: writing that one hard-links those files (same inodes, so the same bytes
 and the checksums already in the manifest it was opened from) and writes the rows added since, and their keys, as
@@ -14,6 +15,7 @@ is written whole, as one file: rewriting it costs little.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,9 +33,43 @@ def part_name(role: str, index: int) -> str:
     return f"{role}.npy" if index == 0 else f"{role}.{index}.npy"
 
 
-def key_name(role: str, index: int) -> str:
-    """The file of part `index`'s keys (a JSON list of the rows' text hashes)."""
-    return f"{role}-keys.json" if index == 0 else f"{role}-keys.{index}.json"
+KEYS_BINARY, KEYS_JSON = ".bin", ".json"  # keys files: 32-byte SHA-256 digests (written now); a JSON list of hex
+DIGEST = 32
+
+
+def key_name(role: str, index: int, suffix: str = KEYS_BINARY) -> str:
+    """The file of part `index`'s keys (the rows' text hashes: binary digests, or a JSON list written before)."""
+    return f"{role}-keys{suffix}" if index == 0 else f"{role}-keys.{index}{suffix}"
+
+
+def listed_key_name(sums: dict[str, str], role: str, index: int) -> str:
+    """The keys file of part `index` that a manifest's checksums list (binary or JSON; the binary name when
+    neither is listed)."""
+    json_name = key_name(role, index, KEYS_JSON)
+    return json_name if json_name in sums and key_name(role, index) not in sums else key_name(role, index)
+
+
+def keys_bytes(keys: Sequence[str]) -> bytes:
+    """Text hashes (SHA-256 hex digests) as a binary keys file holds them: 32 bytes each, in row order."""
+    return bytes.fromhex("".join(keys))
+
+
+def hex_keys(data: bytes) -> list[str]:
+    """The hex digests of a binary keys file's bytes (ValueError when they are not whole digests)."""
+    if len(data) % DIGEST:
+        raise ValueError(f"a keys file of {len(data)} bytes is not whole {DIGEST}-byte digests")
+    text = data.hex()
+    return [text[i : i + 2 * DIGEST] for i in range(0, len(text), 2 * DIGEST)]
+
+
+def read_keys(path: Path) -> list[str]:
+    """The text hashes of a keys file, binary or JSON (ValueError when it holds something else)."""
+    if path.suffix == KEYS_BINARY:
+        return hex_keys(path.read_bytes())
+    keys = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise ValueError(f"{path.name} is not a list of keys")
+    return keys
 
 
 def part_names(sums: dict[str, str], role: str) -> list[str]:
@@ -97,8 +133,9 @@ def linkable(saved: Sequence[SavedPart | None], blocks: Sequence[Vectors]) -> in
     return count
 
 
-def _names(role: str, index: int) -> tuple[str, str]:
-    return part_name(role, index), key_name(role, index)
+def _names(role: str, index: int, part: SavedPart) -> tuple[str, str]:
+    """The names of `part`'s files as part `index` (its keys file keeps its kind: binary, or JSON)."""
+    return part_name(role, index), key_name(role, index, part.keys.path.suffix)
 
 
 def link_parts(folder: Path, role: str, saved: Sequence[SavedPart]) -> dict[str, str] | None:
@@ -107,7 +144,7 @@ def link_parts(folder: Path, role: str, saved: Sequence[SavedPart]) -> dict[str,
     sums: dict[str, str] = {}
     try:
         for index, part in enumerate(saved):
-            for name, file in zip(_names(role, index), (part.vectors, part.keys)):
+            for name, file in zip(_names(role, index, part), (part.vectors, part.keys)):
                 os.link(file.path, folder / name)
                 sums[name] = file.checksum
     except OSError:
@@ -137,7 +174,7 @@ def relocated(
     for index, part in enumerate(saved):
         moved = None
         if part is not None:
-            names = _names(role, index)
+            names = _names(role, index, part)
             vectors, keys = _moved(folder, names[0], sums, part.vectors), _moved(folder, names[1], sums, part.keys)
             moved = SavedPart(vectors, keys) if vectors and keys else None
         out.append(moved)

@@ -21,10 +21,10 @@ from engram.index.live.load import (
     fill_vectors,
     keep_cached_vectors,
     load_state,
-    narrow_dtype,
     save_snapshot,
     spill_vectors,
     synonym_payload,
+    vector_precision,
 )
 from engram.index.live.refresh import Change, StaleLog, logged_between, replay
 from engram.index.saved.ann_cache import load_ann, start_check
@@ -96,7 +96,7 @@ class LiveIndex:
         # that needs it is not held up by a write, and never of another view than the reader's
         self._bm25_lock = threading.Lock()
         self._bm25: tuple[weakref.ref[GraphIndex], BM25Index] | None = None  # no hold on an old view
-        self.narrow = narrow_dtype(store, config.vector_precision)  # of the phrase and fact vectors, for good
+        self.precision = vector_precision(store, config.vector_precision)  # of the stored vectors, for good
 
     def source(self) -> VectorSource:
         if self._vectors is None:
@@ -190,7 +190,7 @@ class LiveIndex:
         self.loads += 1
         if self.root is not None and (snapshot_dir(self.root, generation) / "state.json").exists():
             saved = restore_state(
-                self.root, generation, self.store.passages, self.embedder.dim, self.config, self.narrow
+                self.root, generation, self.store.passages, self.embedder.dim, self.config, self.precision
             )
             if saved is not None:
                 if self._vectors is None:  # the snapshot's vectors are the state's: lookups go to the cache
@@ -198,7 +198,7 @@ class LiveIndex:
                 return saved[0], set(), saved[1]
         if self._vectors is not None and not self._vectors.snapshot:
             self._vectors = None  # made for a restored state: a rebuild looks vectors up in the latest snapshot
-        state, changed = load_state(self.store, self.source(), self.config, self.narrow)
+        state, changed = load_state(self.store, self.source(), self.config, self.precision)
         return state, changed, None
 
     def current(self) -> GraphIndex:
@@ -306,7 +306,7 @@ class LiveIndex:
                         self.store.log_change(db, base + 1, entry)
                     self.store.set_meta(db, "generation", str(base + 1))
                     self.store.set_meta(db, "synonym_lists", "1")
-                    self.store.set_meta(db, VECTOR_DTYPE, self.narrow.name)
+                    self.store.set_meta(db, VECTOR_DTYPE, self.precision)
                 clock.lap("commit")
             except BaseException:
                 with self._view_lock:

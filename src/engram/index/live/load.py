@@ -8,10 +8,9 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 import numpy as np
-import numpy.typing as npt
 
 from engram.config import GraphConfig
 from engram.embed.base import Embedder, Role
@@ -20,9 +19,10 @@ from engram.index.saved.ann_cache import save_ann
 from engram.index.saved.codes_cache import save_codes
 from engram.index.saved.state_file import state_files
 from engram.index.state.index_state import Changes, IndexState, Vectors, fact_text, passage_text
-from engram.index.state.rows import RowView
+from engram.index.state.rows import PRECISIONS, RowView
 from engram.ingest.prepare import passage_hash
 from engram.store.base import Store
+from engram.store.packed_rows import is_packed, unpack
 from engram.store.rows import PassageRow
 from engram.store.snapshot import (
     ROLES,
@@ -34,7 +34,7 @@ from engram.store.snapshot import (
     write_snapshot,
 )
 from engram.store.snapshot_lookup import SnapshotLookup, mapped_file
-from engram.store.snapshot_parts import key_name, part_names, relocated
+from engram.store.snapshot_parts import DIGEST, KEYS_BINARY, hex_keys, listed_key_name, part_names, relocated
 from engram.types import Progress
 
 log = logging.getLogger(__name__)
@@ -176,11 +176,11 @@ def fill_vectors(state: IndexState, source: VectorSource, progress: Progress | N
 
 
 def load_state(
-    store: Store, source: VectorSource, config: GraphConfig, narrow: npt.DTypeLike = np.float32
+    store: Store, source: VectorSource, config: GraphConfig, precision: str = "float32"
 ) -> tuple[IndexState, set[int]]:
     """The state of the committed records (extractions a commit linked), and the synonym list rows computed on
-    the way (`load_synonyms`); `narrow`: the dtype of the memory's phrase and fact vectors."""
-    state = IndexState(source.embedder.dim, config, narrow)
+    the way (`load_synonyms`); `precision`: how the memory stores its vectors (`ROLE_DTYPES`)."""
+    state = IndexState(source.embedder.dim, config, precision)
     passages = store.passages()
     check_records(store, passages)
     vectors = source.get("passage", [passage_text(p) for p in passages])
@@ -220,7 +220,8 @@ def check_vectors(store: Store, role: str, blocks: Sequence[Vectors]) -> None:
     bad = 0
     for block in blocks:
         for start in range(0, len(block), LOOKUP_CHUNK):  # a chunk's squares at a time, not a copy of the table
-            part = np.asarray(block[start : start + LOOKUP_CHUNK], dtype=np.float32)
+            rows = block[start : start + LOOKUP_CHUNK]
+            part = unpack(rows) if is_packed(rows) else np.asarray(rows, dtype=np.float32)
             with np.errstate(over="ignore", invalid="ignore"):
                 squares = np.einsum("ij,ij->i", part, part)
                 off = ~np.isfinite(squares) | ((squares > 0) & (np.abs(np.sqrt(squares) - 1.0) > NORM_TOLERANCE))
@@ -293,29 +294,30 @@ def save_snapshot(root: Path, generation: int, state: IndexState) -> dict[str, l
         moved = relocated(snapshot_dir(root, generation), sums, role, saved[role])
         state.vectors[role].relocate(moved)
         linked = next((i for i, part in enumerate(moved) if part is None), len(moved))
-        written[role] = [key_name(role, i) for i in range(linked, len(part_names(sums, role)))]
+        written[role] = [listed_key_name(sums, role, i) for i in range(linked, len(part_names(sums, role)))]
     save_ann(root, state, sums["state.json"])  # labels are this state's rows: named by its file's checksum
     save_codes(root, state, sums["state.json"])
     state.caches.saved_as = sums["state.json"]
     return written
 
 
-VECTOR_DTYPE = "vector_dtype"  # meta key: the dtype the phrase and fact vectors are stored in (docs/format.md)
+VECTOR_DTYPE = "vector_dtype"  # meta key: how the memory stores its vectors (ROLE_DTYPES, docs/format.md)
 
 
-def narrow_dtype(store: Store, made: str = "float16") -> np.dtype[np.floating[Any]]:
-    """The dtype of a memory's phrase and fact vectors: the one its meta names from its first commit on, `made`
-    (`graph.vector_precision`) for a memory not committed to yet, float32 for one committed to before the meta
-    key existed: rounding its rows now would make its saved synonyms those of other vectors."""
+def vector_precision(store: Store, made: str = "int8") -> str:
+    """How a memory stores its vectors (`PRECISIONS`): the one its meta names from its
+    first commit on, `made` (`graph.vector_precision`) for a memory not committed to yet, float32 for one
+    committed to before the meta key existed: rounding its rows now would make its saved synonyms those of
+    other vectors."""
     value = store.get_meta(VECTOR_DTYPE)
     if value is None:
-        return np.dtype(made if store.generation == 0 else np.float32)
-    if value not in ("float16", "float32"):
+        return made if store.generation == 0 else "float32"
+    if value not in PRECISIONS:
         raise MemoryFormatError(
             f"{store.location} stores its vectors as {value!r}, which this version of engram cannot read: "
             "upgrade engram"
         )
-    return np.dtype(value)
+    return value
 
 
 ONCE = "vectors_once"  # meta key: "1" once the cache holds no vector of the rows in snapshot parts written before
@@ -332,7 +334,9 @@ def drop_saved_vectors(store: Store, model_key: str, folder: Path, written: dict
     try:
         sums = manifest_sums(folder)
         for role in ROLES:
-            names = [key_name(role, i) for i in range(len(part_names(sums, role)))] if first else written[role]
+            names = (
+                [listed_key_name(sums, role, i) for i in range(len(part_names(sums, role)))] if first else written[role]
+            )
             for name in names:
                 for keys in key_batches(folder / name, DROP_ROWS):
                     store.drop_vectors(model_key, role, keys)
@@ -351,8 +355,14 @@ READ_BYTES = 1 << 20
 
 
 def key_batches(path: Path, size: int) -> Iterator[list[str]]:
-    """The text hashes of a snapshot key file (a JSON list of SHA-256 hex digests), `size` at a time, read a
-    megabyte at a time: a large part's keys (gigabytes of JSON at a million passages) are never all in RAM."""
+    """The text hashes of a snapshot key file (32-byte digests, or a JSON list of SHA-256 hex digests written
+    before), `size` at a time, read a megabyte at a time: a large part's keys (gigabytes of JSON at a million
+    passages) are never all in RAM."""
+    if path.suffix == KEYS_BINARY:
+        with path.open("rb") as handle:
+            while chunk := handle.read(DIGEST * size):
+                yield hex_keys(chunk)
+        return
     batch: list[str] = []
     carry = b""
     with path.open("rb") as handle:

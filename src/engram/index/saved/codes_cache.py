@@ -32,6 +32,7 @@ import numpy as np
 from engram.index.state.coded_rows import SavedCodes, available, use_codes
 from engram.index.state.index_state import IndexState
 from engram.store.manifest import atomic_write_text
+from engram.store.packed_rows import PACKED
 from engram.store.snapshot import CRC, PendingCheck, SnapshotDamaged, file_checksum, verify_files
 
 FOLDER = ("index", "codes")
@@ -128,6 +129,8 @@ def save_codes(root: Path, state: IndexState, token: str, encode: bool = True) -
     perhaps a newer one, are left as they are. A failure to write is logged, not raised: the codes are a cache."""
     size = len(state.facts)
     if not available() or not use_codes(state.config, size) or (not encode and state.caches.fact_codes.saved() is None):
+        return
+    if state.vectors["fact"].dtype == PACKED:  # packed 8-bit fact rows are their own codes: nothing to keep
         return
     folder, codes = _folder(root), state.caches.fact_codes
     manifest = _manifest(folder)

@@ -35,9 +35,10 @@ from engram.index.view.edges import derive_edges
 from engram.index.view.saved_walk import current_base, patchable, restore_walk, walk_files
 from engram.store.rows import PassageRow
 from engram.store.snapshot import ROLES, PendingCheck, Writer, array_writer, verified_files
-from engram.store.snapshot_parts import SavedFile, SavedPart, key_name, part_name, part_names
+from engram.store.snapshot_parts import SavedFile, SavedPart, listed_key_name, part_name, part_names
 
-FORMAT = 2
+FORMAT = 3  # 3: int64 tables whose values fit are saved as int32 (listed in `narrowed`); 2 is still read
+READ_FORMATS = (2, 3)
 STATUS = ("done", "failed", "pending")
 ARRAYS = [
     "passage_alive",
@@ -129,6 +130,8 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
     arrays["context_offsets"], arrays["context_rows"] = _flat(state.passage_context)
     arrays["names_counts"] = name_arrays.get("counts", np.zeros(0, dtype=np.int64))
     arrays.update({f"synonym_{k}": v for k, v in state.synonyms.saved().items()})
+    narrowed = sorted(name for name, array in arrays.items() if _fits_int32(array))
+    arrays.update({name: arrays[name].astype(np.int32) for name in narrowed})
     node_rows = state.canonical_nodes(order)
     if current_base(state, node_rows) is None and patchable(state):  # changes since the last view: patched now
         derive_edges(state, np.array(state.passage_alive, dtype=bool), node_rows, state.synonyms.edges())
@@ -146,6 +149,7 @@ def state_files(state: IndexState, generation: int) -> dict[str, Writer]:
         "names": names,
         "counted": "counts" in name_arrays,
         "walk": walk,
+        "narrowed": narrowed,
     }
     text = json.dumps(meta, ensure_ascii=False).encode("utf-8")
     out: dict[str, Writer] = {"state.json": lambda h: h.write(text)}
@@ -160,12 +164,12 @@ def restore_state(
     stored: Callable[[], Sequence[PassageRow]],
     dim: int,
     config: GraphConfig,
-    narrow: npt.DTypeLike = np.float32,
+    precision: str = "float32",
 ) -> tuple[IndexState, str] | None:
     """(the state saved with snapshot `generation`, with its synonym lists; the checksum of its `state.json`,
     which names this saved state), or None when there is none usable:
     not written, another format, damaged (logged), not the stored passages (logged) or its phrase and fact
-    vectors not of the memory's dtype `narrow` (logged). `stored` reads the stored passages (called while the
+    vectors not stored in the memory's `precision` (logged). `stored` reads the stored passages (called while the
     vector files' checksums are computed on a thread)."""
     found = verified_files(root, generation, TABLES, OPTIONAL)
     if found is None:
@@ -175,7 +179,7 @@ def restore_state(
     vectors = PendingCheck(folder, sums, [n for names in _vector_files(sums).values() for n in names])
     try:
         with collector_paused(collect_first=True):
-            state = _restore(folder, sums, generation, stored(), dim, config, narrow)
+            state = _restore(folder, sums, generation, stored(), dim, config, precision)
     except BaseException:
         vectors.cancel()
         raise
@@ -199,16 +203,20 @@ def _restore(
     stored: Sequence[PassageRow],
     dim: int,
     config: GraphConfig,
-    narrow: npt.DTypeLike,
+    precision: str,
 ) -> IndexState | None:
     """The state saved in `folder` (its tables verified; the vectors are mapped, not read), or None."""
     try:
         meta = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT or meta.get("generation") != generation or meta.get("dim") != dim:
+        if meta.get("format") not in READ_FORMATS or meta.get("generation") != generation or meta.get("dim") != dim:
             return None
         present = [a for a in KEY_TABLES if f"state-{a}.npy" in sums]
         arrays = {a: np.load(folder / f"state-{a}.npy", allow_pickle=False) for a in [*ARRAYS, *present]}
-        state = IndexState(dim, config, narrow)
+        for name in [n for n in meta.get("narrowed", []) if n in arrays]:  # saved as int32: back to int64
+            if arrays[name].dtype != np.int32:
+                raise ValueError(f"state-{name}.npy is not the int32 table its state.json says")
+            arrays[name] = arrays[name].astype(np.int64)
+        state = IndexState(dim, config, precision)
         _fill_passages(state, meta, arrays, stored)
         relations = _fill_phrases_and_facts(state, meta, arrays)
         _fill_vectors(state, folder, sums, dim)
@@ -226,6 +234,13 @@ def _restore(
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError) as exc:
         log.warning("saved state in %s is not used (%s): it is rebuilt from the records", folder, exc)
         return None
+
+
+def _fits_int32(array: Array) -> bool:
+    """Whether an int64 table's values all fit int32 (it is then saved as int32: half the bytes)."""
+    if array.dtype != np.int64:
+        return False
+    return not array.size or (int(array.min()) >= np.iinfo(np.int32).min and int(array.max()) <= np.iinfo(np.int32).max)
 
 
 def _fill_passages(
@@ -283,7 +298,7 @@ def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: in
         want = state.vectors[role].dtype
         if any(m.dtype != want for m in parts):
             raise ValueError(f"{role} vectors are stored as {parts[0].dtype}, not as the memory's {want}")
-        if any(m.ndim != 2 or m.shape[1] != dim for m in parts):
+        if any(m.ndim != 2 or m.shape[1] != state.vectors[role].width for m in parts):
             raise ValueError(f"{role} vectors do not fit the saved rows")
         if sum(len(m) for m in parts) != sizes[role]:
             raise ValueError(f"{role} vectors do not fit the saved rows")
@@ -293,7 +308,7 @@ def _fill_vectors(state: IndexState, folder: Path, sums: dict[str, str], dim: in
 def _saved(folder: Path, sums: dict[str, str], role: str, index: int) -> SavedPart | None:
     """Part `index` of `role` as a file the next snapshot may link (None when it has no keys file of its own: a
     snapshot written before parts, whose `keys.json` holds every role's keys)."""
-    names = (part_name(role, index), key_name(role, index))
+    names = (part_name(role, index), listed_key_name(sums, role, index))
     if not all(n in sums for n in names):
         return None
     return SavedPart(*(SavedFile.of(folder / n, sums[n]) for n in names))

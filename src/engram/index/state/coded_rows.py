@@ -24,6 +24,11 @@ search, the rows appended since, a slice at a time with the table's mapped pages
 Codes saved beside the snapshot (engram.index.saved.codes_cache) are given by `loader` at the first search and used
 mapped read-only, not encoded again: rows appended after them (up to `tail_rows`) are scored exactly, like
 outliers; past that the codes are copied into RAM and the new rows encoded there.
+
+A table stored as packed 8-bit rows (engram.store.packed_rows: codes and a scale per row) is its own codes: nothing
+is encoded, kept or saved. Row i's value is s_i c_i with s_i ||c_i|| = 1, so with the query rounded as above
+(q ~ `unit` x w) its code score s_i `unit` (w . c_i) is within ||q - `unit` w|| (plus float32 rounding) of its
+exact score, the same bound for every row; the cut and the exact re-scoring are those of other tables.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +48,7 @@ from engram.config import GraphConfig
 from engram.errors import MissingDependencyError
 from engram.graph.parallel import THREADS, kernel_dots, row_dots
 from engram.index.state.rows import Rows, RowView
+from engram.store.packed_rows import PACKED
 
 Vectors = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
@@ -86,6 +92,16 @@ class SavedCodes:
     outliers: IntArray
 
 
+def _spread(exact: FloatArray, found: IntArray, size: int, out: FloatArray | None, lowest: bool) -> FloatArray:
+    """Scores of `size` rows: `exact` at `found`, every other row at the lowest of them (without `lowest`, the
+    next float below it, so no other row ties a best one)."""
+    out = np.empty(size, dtype=np.float64) if out is None else out
+    low = float(exact.min()) if len(exact) else 0.0
+    out.fill(low if lowest else float(np.nextafter(low, -np.inf)))
+    out[found] = exact
+    return out
+
+
 def use_codes(config: GraphConfig, facts: int) -> bool:
     """Whether a view of `facts` fact rows scores them through codes, by `config.fact_codes`."""
     if config.fact_codes == "on" and not available():
@@ -95,7 +111,7 @@ def use_codes(config: GraphConfig, facts: int) -> bool:
     return config.fact_codes == "on" or facts >= config.fact_codes_min_rows
 
 
-def kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
+def kth_largest(values: npt.NDArray[np.floating[Any]], k: int) -> float:
     """The `k`-th largest of `values` (1 <= k <= len(values)), exactly. The `k`-th largest of every
     `STRIDE`-th value is at most it (those values are among all of them), so only the values at or above that
     one are partitioned: a few times `k` rather than every value, unless many tie there."""
@@ -149,6 +165,10 @@ class CodedRows:
         gets the next float below the lowest score found, so no other row ties a best one."""
         size = len(alive)
         q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if self.rows.dtype == PACKED:
+            found = self._near_packed(view, q, alive, top, lowest)
+            exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
+            return _spread(exact, found, size, out, lowest)
         with self._lock:  # rows coded are never rewritten: the scan reads them without the lock
             self._extend(view, size)
             codes = self.saved()
@@ -162,11 +182,38 @@ class CodedRows:
         tail = np.arange(coded, size, dtype=np.int64)  # rows past mapped codes
         found = np.unique(np.concatenate([near, tail[alive[tail]], outliers[alive[outliers]]]))
         exact = row_dots(self.rows.gather(view, found), q).astype(np.float64)
-        out = np.empty(size, dtype=np.float64) if out is None else out
-        low = float(exact.min()) if len(exact) else 0.0
-        out.fill(low if lowest else float(np.nextafter(low, -np.inf)))
-        out[found] = exact
-        return out
+        return _spread(exact, found, size, out, lowest)
+
+    def _near_packed(self, view: RowView, q: Vectors, alive: BoolArray, top: int, lowest: bool) -> IntArray:
+        """`_near` for a packed table, which is its own codes: the alive rows whose code score is within twice
+        the bound of the `top`-th best (and, with `lowest`, of the worst), sorted."""
+        size = len(alive)
+        count = int(np.count_nonzero(alive))
+        unit = float(np.abs(q).max(initial=0.0)) / LEVELS
+        if not count or not unit > 0 or top >= count:  # every alive row is a candidate
+            return np.flatnonzero(alive).astype(np.int64)
+        rounded = np.rint(q.astype(np.float64) / unit)
+        off = float(np.linalg.norm(q.astype(np.float64) - unit * rounded)) * (1 + 1e-6)  # s_i ||c_i|| = 1 in float32
+        reach = 2 * (off + ROUNDING * max(float(np.linalg.norm(q)), 1.0)) * (1 + 1e-9)
+        weights = rounded.astype(np.int8)
+        scores = np.empty(size, dtype=np.float64)
+        for b, block in enumerate(view.blocks):
+            first = int(view.starts[b])
+            if first >= size:
+                break
+            part = block[: size - first]
+            scales = np.ascontiguousarray(part[:, self.dim :]).view("<f4").reshape(-1)
+            codes = cast(Codes, part[:, : self.dim])  # strided rows: the kernel reads them in place
+            scores[first : first + len(part)] = self._scan(codes, weights) * (scales * unit)
+        hits = [np.zeros(0, dtype=np.int64)]
+        if lowest:
+            worst = np.where(alive, scores, np.inf)
+            hits.append(np.flatnonzero(worst <= float(worst.min()) + reach))
+        if count < size:
+            np.copyto(scores, -np.inf, where=~alive)
+        cut = kth_largest(scores, top) if top > 0 else np.inf
+        hits.append(np.flatnonzero(scores >= cut - reach))
+        return np.unique(np.concatenate(hits))
 
     def _near(self, codes: SavedCodes, q: Vectors, usable: BoolArray, top: int, lowest: bool) -> IntArray:
         """The `usable` rows whose code score is within twice the error bound of the `top`-th best usable

@@ -23,7 +23,7 @@ from engram.graph.synonyms import SynonymLists
 from engram.index.state.fact_pair_keys import FactRows, PairCounts
 from engram.index.state.key_rows import KeyRows
 from engram.index.state.phrase_names import NameTable
-from engram.index.state.rows import Rows, SortedKeys
+from engram.index.state.rows import ROLE_DTYPES, Rows, SortedKeys
 from engram.index.state.saved_tables import Pairs, RowSets, Triples
 from engram.index.state.state_caches import StateCaches
 from engram.store.records import PassageRow
@@ -65,10 +65,10 @@ class Changes:
 class IndexState:
     """The graph's tables, changed in place per passage (`add_passage`, `set_triples`, `remove_passage`) and read
     by `engram.index.view.graph_index.view` at each commit; `caches` holds what only speeds that up.
-    `narrow`: the dtype the phrase and fact vectors are stored in (float16 for the memories made since they are,
-    docs/format.md; passage vectors stay float32)."""
+    `precision`: how the vectors are stored (`ROLE_DTYPES`: float16 phrase and fact vectors for the memories
+    made since they are, docs/format.md; passage vectors stay float32)."""
 
-    def __init__(self, dim: int, config: GraphConfig, narrow: npt.DTypeLike = np.float32) -> None:
+    def __init__(self, dim: int, config: GraphConfig, precision: str = "float32") -> None:
         self.config = config
         self.passages: list[PassageRow] = []
         self.passage_row: dict[str, int] = {}
@@ -100,7 +100,7 @@ class IndexState:
         self.fact_phrases = Pairs()  # (subject row, object row) of each fact
         self.fact_support: list[int] = []  # alive passages stating the fact
         self.relation = PairCounts()  # pair -> facts joining it
-        self.vectors = {"passage": Rows(dim), "phrase": Rows(dim, narrow), "fact": Rows(dim, narrow)}
+        self.vectors = {role: Rows(dim, dtype) for role, dtype in ROLE_DTYPES[precision].items()}
         self.synonyms = SynonymLists(config.synonym_threshold, config.synonym_top_k, ann_min_rows=ann_rows(config))
         self.changes = Changes()
         # alive keys in canonical (sorted) order: the graph's node order, so that results never depend on

@@ -1,5 +1,5 @@
-"""Row storage of the live state: a growable matrix (float32, or float16 where a memory stores its phrase and fact
-vectors narrow), read as float32, and the alive keys of one kind in canonical order."""
+"""Row storage of the live state: a growable matrix (float32, or float16 or 8-bit packed rows where a memory stores
+its phrase and fact vectors narrow), read as float32, and the alive keys of one kind in canonical order."""
 
 from __future__ import annotations
 
@@ -16,19 +16,30 @@ import numpy.typing as npt
 from engram.bulk import collector_paused
 from engram.graph.parallel import row_dots
 from engram.index.state.mapped_rows import Pages, Spilled
+from engram.store.packed_rows import PACKED, pack, packed_width, unpack
 from engram.store.snapshot_parts import SavedPart
 from engram.types import Triple
 
 Vectors = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 SPILL_ROWS = 16_384  # the fewest appended rows `Rows.spill` moves to a file (24 MiB at 384 dimensions)
-STORED_TYPES = (np.dtype(np.float32), np.dtype(np.float16))  # what a `Rows` may hold; it is always read as float32
+# what a `Rows` may hold (int8: packed rows, engram.store.packed_rows); it is always read as float32
+STORED_TYPES = (np.dtype(np.float32), np.dtype(np.float16), PACKED)
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+# each memory precision (`graph.vector_precision`, meta `vector_dtype`): the dtype of each role's rows. Phrase
+# vectors are float16 at the narrowest, since synonym edges sit at a cosine threshold (docs/scale.md)
+ROLE_DTYPES: dict[str, dict[str, np.dtype[np.generic]]] = {
+    "float32": {"passage": F32, "phrase": F32, "fact": F32},
+    "float16": {"passage": F32, "phrase": F16, "fact": F16},
+    "int8": {"passage": F16, "phrase": F16, "fact": PACKED},
+}
+PRECISIONS = tuple(ROLE_DTYPES)
 
 
 class RowView:
     """The rows of a `Rows` at one moment, as one or two blocks (a memory-mapped saved matrix and the rows
     appended since), read as a single float32 matrix: `len`, `shape`, row indexing (an int, a slice or an array of
-    rows), `dots` and `np.asarray` (which copies when there are two blocks or the rows are stored as float16).
+    rows), `dots` and `np.asarray` (which copies when there are two blocks or the rows are stored narrow).
     The blocks are not copied."""
 
     def __init__(self, blocks: Sequence[Vectors], dim: int) -> None:
@@ -44,10 +55,10 @@ class RowView:
 
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> Vectors:
         if len(self.blocks) == 1:
-            return np.asarray(self.blocks[0], dtype=dtype or np.float32)
+            return np.asarray(_wide(self.blocks[0]), dtype=dtype or np.float32)
         out = np.empty(self.shape, dtype=dtype or np.float32)
         for b, block in enumerate(self.blocks):
-            out[int(self.starts[b]) : int(self.starts[b + 1])] = block
+            out[int(self.starts[b]) : int(self.starts[b + 1])] = _wide(block)
         return out
 
     def _empty(self) -> Vectors:
@@ -79,7 +90,7 @@ class RowView:
         for b, block in enumerate(self.blocks):
             hit = which == b
             if hit.any():
-                out[hit] = block[rows[hit] - self.starts[b]]
+                out[hit] = _wide(block[rows[hit] - self.starts[b]])
         return out
 
     def _span(self, start: int, stop: int) -> Vectors:
@@ -108,9 +119,17 @@ class RowView:
         return out
 
 
-def _wide(rows: npt.NDArray[np.floating]) -> Vectors:
-    """`rows` as float32: themselves when they are, else a float32 copy (exact: every float16 is a float32)."""
+def _wide(rows: npt.NDArray[np.generic]) -> Vectors:
+    """`rows` as float32: themselves when they are, else a float32 copy (exact: every float16 is a float32;
+    packed rows are read back as their codes times their scales)."""
+    if rows.dtype == PACKED:
+        return unpack(rows)
     return cast(Vectors, np.asarray(rows, dtype=np.float32))
+
+
+def _stored(rows: npt.ArrayLike, dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+    """Float rows in the stored `dtype` (packed rows are coded; float16 is rounded by the assignment itself)."""
+    return pack(rows) if dtype == PACKED else np.asarray(rows)
 
 
 @dataclass
@@ -125,8 +144,9 @@ class Part:
 
 
 class Rows:
-    """A growable matrix in blocks, of `dtype` (float32, or float16: half the bytes, read back as float32 and
-    rounded once when appended, so every reader sees the same floats wherever a row lies): `parts`, saved
+    """A growable matrix in blocks, of `dtype` (float32; float16: half the bytes; or int8, rows packed with their
+    own scales, `width` columns, engram.store.packed_rows: a quarter; the narrow ones read back as float32 and
+    coded once when appended, so every reader sees the same floats wherever a row lies): `parts`, saved
     matrices taken as they are (the parts of a snapshot),
     then the rows moved out of RAM by `spill` (each in an unnamed temporary file, mapped shared), then `tail`,
     the rows appended since, in memory (capacity grows by half, or to a quarter more than a large append needs:
@@ -137,10 +157,11 @@ class Rows:
         self.dim = dim
         self.dtype = np.dtype(dtype)
         if self.dtype not in STORED_TYPES:
-            raise ValueError(f"rows are stored as float32 or float16, not {self.dtype}")
+            raise ValueError(f"rows are stored as float32, float16 or int8, not {self.dtype}")
+        self.width = packed_width(dim) if self.dtype == PACKED else dim  # columns of a stored block
         self.parts: list[Part] = []
         self.spilled: list[Spilled] = []
-        self.tail: Vectors = np.zeros((16, dim), dtype=self.dtype)
+        self.tail: Vectors = np.zeros((16, self.width), dtype=self.dtype)
         self.tail_size = 0
 
     @property
@@ -160,33 +181,35 @@ class Rows:
         if need > len(self.tail):
             # a quarter more than needed: a state loaded into RAM (no snapshot) is not copied again by its first
             # change (np.zeros maps untouched pages lazily, so the slack costs no RAM until it is written)
-            grown = np.zeros((max(need + need // 4, len(self.tail) + len(self.tail) // 2), self.dim), dtype=self.dtype)
+            rows = max(need + need // 4, len(self.tail) + len(self.tail) // 2)
+            grown = np.zeros((rows, self.width), dtype=self.dtype)
             grown[: self.tail_size] = self.tail[: self.tail_size]
             self.tail = grown
         if self.dtype == np.float32:
             fill(self.tail[self.tail_size : need])
-        else:  # filled as float32 (a fill writes the embedder's rows), then rounded into the tail
+        else:  # filled as float32 (a fill writes the embedder's rows), then rounded or coded into the tail
             wide = np.zeros((count, self.dim), dtype=np.float32)
             fill(wide)
-            self.tail[self.tail_size : need] = wide
+            self.tail[self.tail_size : need] = _stored(wide, self.dtype)
         self.tail_size = need
 
     def set_row(self, row: int, vector: Vectors) -> None:
         """Overwrite an existing row (a copy-on-write part keeps the change in this process only, and is no
         longer its file's rows; a spilled row's change goes to its file's pages, which `release` never drops
         unwritten)."""
+        value = _stored(vector, self.dtype)
         for part in self.parts:
             if row < len(part.rows):
-                part.rows[row] = vector
+                part.rows[row] = value
                 part.pages = part.saved = None  # its written page must stay, and differs from the file
                 return
             row -= len(part.rows)
         for spill in self.spilled:
             if row < len(spill.rows):
-                spill.rows[row] = vector
+                spill.rows[row] = value
                 return
             row -= len(spill.rows)
-        self.tail[row] = vector
+        self.tail[row] = value
 
     def view(self) -> RowView:
         return RowView(self.blocks(), self.dim)
@@ -212,12 +235,19 @@ class Rows:
         """Hold the matrices as the rows, one after another, not copied (`saved`: the file each maps); a matrix
         of another dtype than the rows' is converted (a copy in RAM, no file the next snapshot links)."""
         self.parts = [
-            Part(m, Pages.of(m), saved) if m.dtype == self.dtype else Part(np.asarray(m, dtype=self.dtype), None, None)
+            Part(m, Pages.of(m), saved) if m.dtype == self.dtype else Part(self._converted(m), None, None)
             for m, saved in parts
         ]
         self.spilled = []
-        self.tail = np.zeros((16, self.dim), dtype=self.dtype)
+        self.tail = np.zeros((16, self.width), dtype=self.dtype)
         self.tail_size = 0
+
+    def _converted(self, matrix: npt.NDArray[np.generic]) -> Vectors:
+        """`matrix` (rows of another stored dtype) in this one's, a slice at a time."""
+        out = np.empty((len(matrix), self.width), dtype=self.dtype)
+        for start in range(0, len(matrix), SPILL_ROWS):
+            out[start : start + SPILL_ROWS] = _stored(_wide(matrix[start : start + SPILL_ROWS]), self.dtype)
+        return out
 
     def spill(self, folder: Path, least: int | None = None) -> bool:
         """Move the appended rows, when there are at least `least`, to an unnamed temporary file in `folder`
@@ -228,7 +258,7 @@ class Rows:
             return False
         spill = Spilled.write(folder, self.tail[: self.tail_size])
         self.spilled.append(spill)
-        self.tail = np.zeros((16, self.dim), dtype=self.dtype)
+        self.tail = np.zeros((16, self.width), dtype=self.dtype)
         self.tail_size = 0
         return True
 
@@ -254,10 +284,10 @@ class Rows:
                 if pages is None or not pages.read(local, out, at):
                     out[at] = block[local]
                 continue
-            narrow = np.empty((len(at), self.dim), dtype=block.dtype)  # read as stored, then widened
+            narrow = np.empty((len(at), block.shape[1]), dtype=block.dtype)  # read as stored, then widened
             if pages is None or not pages.read(local, narrow, np.arange(len(at), dtype=np.int64)):
                 narrow[:] = block[local]
-            out[at] = narrow
+            out[at] = _wide(narrow)
         return out
 
     def release(self, window: Vectors | None = None) -> None:

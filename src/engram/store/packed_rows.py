@@ -1,0 +1,54 @@
+"""Vectors stored as 8 bits a component, each row with its own scale: the narrowest type a memory stores fact
+vectors in (`graph.vector_precision = "int8"`, docs/format.md "Vector precision").
+
+A stored row is `dim` int8 codes followed by 4 bytes, the row's scale as a little-endian float32: one int8
+matrix of `dim + 4` columns, so snapshot parts, spilled files and row reads treat it as any other matrix. A row
+v is coded as c = rint(127 v / max |v_j|) and read back as the float32 products c_j x s with s = 1 / ||c||:
+length 1 (to float32 rounding), and a function of the row alone, so a memory built in one go and one built
+change by change hold the same values, as with float16. The codes keep the row's direction to about 1e-3 of a
+cosine (bench/vector_precision.py measures what that changes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+PACKED = np.dtype(np.int8)  # the dtype of a packed matrix
+SCALE_BYTES = 4  # the row's float32 scale, after its codes
+LEVELS = 127  # codes lie in -127..127
+
+Vectors = npt.NDArray[np.float32]
+
+
+def packed_width(dim: int) -> int:
+    """Columns of a packed matrix of `dim`-dimensional rows."""
+    return dim + SCALE_BYTES
+
+
+def is_packed(rows: npt.NDArray[np.generic]) -> bool:
+    return rows.dtype == PACKED
+
+
+def pack(rows: npt.ArrayLike) -> npt.NDArray[np.int8]:
+    """Float rows (n x dim, or one row) as packed rows (n x dim + 4): codes, then the scale's bytes."""
+    wide = np.asarray(rows, dtype=np.float32)
+    flat = wide.reshape(-1, wide.shape[-1])
+    top = np.abs(flat).max(axis=1, keepdims=True) if flat.shape[1] else np.zeros((len(flat), 1), np.float32)
+    codes = np.rint(np.divide(flat * np.float32(LEVELS), top, out=np.zeros_like(flat), where=top > 0))
+    norms = np.sqrt(np.square(codes.astype(np.float64)).sum(axis=1))
+    scales = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype("<f4")
+    out = np.empty((len(flat), flat.shape[1] + SCALE_BYTES), dtype=PACKED)
+    out[:, : flat.shape[1]] = codes.astype(np.int8)
+    out[:, flat.shape[1] :] = scales.reshape(-1, 1).view(np.int8)
+    return out.reshape(*wide.shape[:-1], out.shape[1])
+
+
+def unpack(rows: npt.NDArray[np.generic]) -> Vectors:
+    """Packed rows (n x dim + 4, or one row) read back as float32 rows: each code times its row's scale."""
+    flat = rows.reshape(-1, rows.shape[-1])
+    dim = flat.shape[1] - SCALE_BYTES
+    scales = np.ascontiguousarray(flat[:, dim:]).view("<f4").astype(np.float32)
+    out = flat[:, :dim].astype(np.float32)
+    out *= scales
+    return out.reshape(*rows.shape[:-1], dim)
