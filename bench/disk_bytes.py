@@ -19,7 +19,7 @@ from pathlib import Path
 ROLES = ("passage", "phrase", "fact")
 _GENERATION = re.compile(r"g(\d+)")
 _VECTORS = re.compile(r"(passage|phrase|fact)(\.\d+)?\.npy")
-_KEYS = re.compile(r"(passage|phrase|fact)-keys(\.\d+)?\.json")
+_KEYS = re.compile(r"(passage|phrase|fact)-keys(\.\d+)?\.(json|bin)")  # JSON lists before, 32-byte digests now
 
 
 def newest_snapshot(root: Path) -> Path:
@@ -43,7 +43,10 @@ def breakdown(root: Path) -> tuple[dict[str, int], dict[str, int]]:
             add(f"{m.group(1)} vectors", path)
         elif m := _KEYS.fullmatch(path.name):
             add(f"{m.group(1)} keys", path)
-            rows[m.group(1)] += len(json.loads(path.read_text(encoding="utf-8")))
+            if m.group(3) == "bin":
+                rows[m.group(1)] += path.stat().st_size // 32
+            else:
+                rows[m.group(1)] += len(json.loads(path.read_text(encoding="utf-8")))
         elif path.name.startswith("walk-"):
             add("saved graph", path)
         else:

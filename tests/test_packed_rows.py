@@ -10,10 +10,12 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engram import Memory
 from engram.embed import HashEmbedder
 from engram.index.state.rows import Rows
+from engram.store import packed_rows
 from engram.store.packed_rows import pack, packed_width, unpack
 from engram.store.snapshot import _write_npy
 from test_rows import one_by_one
@@ -48,6 +50,9 @@ def test_a_row_is_coded_on_its_own_and_reads_back_of_length_one() -> None:
     cosines = np.einsum("ij,ij->i", want.astype(np.float64), rows.astype(np.float64))
     assert cosines.min() > 0.999  # the row's direction, to about 1e-3 of a cosine
     assert not unpack(pack(np.zeros((1, 8), np.float32))).any()  # a zero row stays zero
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(packed_rows, "SLICE_ROWS", 7)  # coded a slice at a time: the same rows
+        assert np.array_equal(pack(rows), packed)
 
 
 def packed_blocks(tmp_path: Path) -> tuple[Rows, np.ndarray]:

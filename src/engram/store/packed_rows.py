@@ -17,6 +17,7 @@ import numpy.typing as npt
 PACKED = np.dtype(np.int8)  # the dtype of a packed matrix
 SCALE_BYTES = 4  # the row's float32 scale, after its codes
 LEVELS = 127  # codes lie in -127..127
+SLICE_ROWS = 16_384  # rows coded (or read back) at a time
 
 Vectors = npt.NDArray[np.float32]
 
@@ -31,16 +32,22 @@ def is_packed(rows: npt.NDArray[np.generic]) -> bool:
 
 
 def pack(rows: npt.ArrayLike) -> npt.NDArray[np.int8]:
-    """Float rows (n x dim, or one row) as packed rows (n x dim + 4): codes, then the scale's bytes."""
+    """Float rows (n x dim, or one row) as packed rows (n x dim + 4): codes, then the scale's bytes. Coded
+    `SLICE_ROWS` rows at a time, so a large append's temporaries stay small."""
     wide = np.asarray(rows, dtype=np.float32)
     flat = wide.reshape(-1, wide.shape[-1])
-    top = np.abs(flat).max(axis=1, keepdims=True) if flat.shape[1] else np.zeros((len(flat), 1), np.float32)
-    codes = np.rint(np.divide(flat * np.float32(LEVELS), top, out=np.zeros_like(flat), where=top > 0))
-    norms = np.sqrt(np.square(codes.astype(np.float64)).sum(axis=1))
-    scales = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype("<f4")
-    out = np.empty((len(flat), flat.shape[1] + SCALE_BYTES), dtype=PACKED)
-    out[:, : flat.shape[1]] = codes.astype(np.int8)
-    out[:, flat.shape[1] :] = scales.reshape(-1, 1).view(np.int8)
+    dim = flat.shape[1]
+    out = np.empty((len(flat), dim + SCALE_BYTES), dtype=PACKED)
+    for start in range(0, len(flat), SLICE_ROWS):
+        part = flat[start : start + SLICE_ROWS]
+        top = np.abs(part).max(axis=1, keepdims=True) if dim else np.zeros((len(part), 1), np.float32)
+        codes = np.rint(np.divide(part * np.float32(LEVELS), top, out=np.zeros_like(part), where=top > 0))
+        ints = codes.astype(np.int8)
+        squares = np.einsum("ij,ij->i", ints, ints, dtype=np.int64)  # exact: at most dim x 127^2
+        norms = np.sqrt(squares.astype(np.float64))
+        scales = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype("<f4")
+        out[start : start + len(part), :dim] = ints
+        out[start : start + len(part), dim:] = scales.reshape(-1, 1).view(np.int8)
     return out.reshape(*wide.shape[:-1], out.shape[1])
 
 

@@ -140,6 +140,7 @@ class CodedRows:
         self.outliers: IntArray = np.zeros(0, dtype=np.int64)  # rows coded worse than `error`
         self.loader: Callable[[], SavedCodes | None] | None = None  # saved codes, asked for once, when first needed
         self.saved_rows = 0  # rows of these codes that the saved file holds (engram.index.saved.codes_cache)
+        self._scales: dict[int, tuple[Codes, FloatArray]] = {}  # a packed table's row scales, by block
         self._lock = threading.Lock()
 
     @property
@@ -197,14 +198,18 @@ class CodedRows:
         reach = 2 * (off + ROUNDING * max(float(np.linalg.norm(q)), 1.0)) * (1 + 1e-9)
         weights = rounded.astype(np.int8)
         scores = np.empty(size, dtype=np.float64)
+        kept: dict[int, tuple[Codes, FloatArray]] = {}
         for b, block in enumerate(view.blocks):
             first = int(view.starts[b])
             if first >= size:
                 break
             part = block[: size - first]
-            scales = np.ascontiguousarray(part[:, self.dim :]).view("<f4").reshape(-1)
+            scales = self._row_scales(cast(Codes, block), kept)[: len(part)]
             codes = cast(Codes, part[:, : self.dim])  # strided rows: the kernel reads them in place
-            scores[first : first + len(part)] = self._scan(codes, weights) * (scales * unit)
+            into = scores[first : first + len(part)]
+            np.multiply(self._scan(codes, weights), scales, out=into)
+            into *= unit
+        self._scales = kept
         hits = [np.zeros(0, dtype=np.int64)]
         if lowest:
             worst = np.where(alive, scores, np.inf)
@@ -242,6 +247,17 @@ class CodedRows:
             cut = kth_largest(scores, top)
             hits.append(np.flatnonzero(np.greater_equal(scores, np.float64(cut - reach))))  # compared in float64
         return np.concatenate(hits)
+
+    def _row_scales(self, block: Codes, kept: dict[int, tuple[Codes, FloatArray]]) -> FloatArray:
+        """The scales of a packed block's rows (float64), read from its rows once per block and kept while the
+        block is in the views searched (a saved or spilled block is the same array in every view), in `kept`."""
+        known = self._scales.get(id(block))
+        if known is not None and known[0] is block:
+            scales = known[1]
+        else:
+            scales = np.ascontiguousarray(block[:, self.dim :]).view("<f4").reshape(-1).astype(np.float64)
+        kept[id(block)] = (block, scales)
+        return scales
 
     def _scan(self, codes: Codes, weights: Codes) -> npt.NDArray[np.float32]:
         """Integer dot products of `weights` with each row of `codes` (exact: below 2^24 in float32)."""
