@@ -119,10 +119,11 @@ class QueryCache:
         return self.inner.embed(texts, role=role, progress=progress)
 
 
-def config_for(ann: str) -> MemoryConfig | None:
-    if ann == "default":
+def config_for(ann: str, precision: str = "default") -> MemoryConfig | None:
+    settings = {k: v for k, v in (("ann", ann), ("vector_precision", precision)) if v != "default"}
+    if not settings:
         return None
-    return MemoryConfig(graph=GraphConfig(ann=ann))  # type: ignore[call-arg]
+    return MemoryConfig(graph=GraphConfig(**settings))  # type: ignore[arg-type]
 
 
 class Profiler:
@@ -144,13 +145,15 @@ class Profiler:
             stats.sort_stats("tottime").print_stats(15)
 
 
-def child_build(size: int, folder: Path, batch: int, repeat: int, ann: str, profile: Path | None) -> dict[str, Any]:
+def child_build(
+    size: int, folder: Path, batch: int, repeat: int, ann: str, profile: Path | None, precision: str = "default"
+) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from scale_corpus import Corpus
 
     corpus = Corpus(seed=size)
     anon = AnonPeak()
-    memory = Memory(folder / "m", embedder=HashEmbedder(dim=DIM), config=config_for(ann))
+    memory = Memory(folder / "m", embedder=HashEmbedder(dim=DIM), config=config_for(ann, precision))
     wall, embed, generate = 0.0, 0.0, 0.0
     steps: dict[str, float] = {}
     report = None
@@ -255,7 +258,7 @@ def measure(size: int, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.profile:
         common += ["--profile", str(args.profile)]
     built = run_child(["--child", "build", "--size", str(size), "--folder", str(folder), "--batch", str(args.batch),
-                       *common])  # fmt: skip
+                       "--precision", args.precision, *common])  # fmt: skip
     say(f"[{size}] built: {json.dumps({k: v for k, v in built.items() if k != 'steps'})}")
     opened = run_child(["--child", "open", "--size", str(size), "--folder", str(folder), *common])
     say(f"[{size}] opened: open {opened['open']:.2f} s, p50 {opened['query_p50'] * 1000:.1f} ms")
@@ -379,6 +382,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=20_000, help="passages per index() call while building")
     parser.add_argument("--repeat", type=int, default=5, help="inserts and deletes timed per size")
     parser.add_argument("--ann", default="default", help="GraphConfig.ann: auto, on or off (default: the default)")
+    parser.add_argument("--precision", default="default",
+                        help="GraphConfig.vector_precision of the built memories: int8, float16, float32")  # fmt: skip
     parser.add_argument("--profile", type=Path, help="cProfile both processes into DIR/*.prof")
     parser.add_argument("--keep", type=Path, help="build the memories under this folder (kept)")
     parser.add_argument("--reopen", type=Path, help="a folder --keep made: open and query its memories again")
@@ -390,7 +395,8 @@ def main() -> int:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     if args.child == "build":
-        print(json.dumps(child_build(args.size, args.folder, args.batch, args.repeat, args.ann, args.profile)))
+        built = child_build(args.size, args.folder, args.batch, args.repeat, args.ann, args.profile, args.precision)
+        print(json.dumps(built))
         return 0
     if args.child == "open":
         print(json.dumps(child_open(args.size, args.folder, args.repeat, args.ann, args.profile)))
