@@ -104,17 +104,23 @@ def test_scores_closer_than_the_coding_error_and_many_equal_ones(parts: int, spl
     check(CodedRows(rows, parts=parts), rows, np.ones(8000, dtype=bool), unit, 5)
     # every row's score within 0.05 of 0.5, hundreds of them within the codes' error of the cut: the errors
     # reorder the band, and only rows within twice the error bound of the cut, re-scored, give the exact ones
+    band, near_q = banded(rng, np.float32, 30)
+    check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, 5)
+
+
+def banded(rng: np.random.Generator, dtype: type, queries: int) -> tuple[Rows, np.ndarray]:
+    """8,000 rows (stored as `dtype`) whose scores for a direction q all lie within 0.05 of 0.5, and `queries`
+    queries near q: hundreds of rows within the codes' error of the cut."""
     q = rng.normal(size=48)
     q /= np.linalg.norm(q)
     noise = rng.normal(size=(8000, 48))
     noise -= np.outer(noise @ q, q)
     noise /= np.linalg.norm(noise, axis=1, keepdims=True)
     a = 0.5 + 0.05 * rng.random(8000)
-    band = Rows(48)
+    band = Rows(48, dtype)
     band.append((a[:, None] * q + np.sqrt(1 - a**2)[:, None] * noise).astype(np.float32))
-    near_q = q + 0.002 * rng.normal(size=(30, 48))
-    near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
-    check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, 5)
+    near_q = q + 0.002 * rng.normal(size=(queries, 48))
+    return band, (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
 
 
 def test_rows_whose_coding_errors_point_along_the_query_are_still_ranked_exactly() -> None:
@@ -297,14 +303,5 @@ def test_a_packed_table_is_its_own_codes_and_ranks_as_a_full_scan(
     queries = np.concatenate([clustered(6, 48, seed=2, spread=0.2), clustered(4, 48, seed=5)])
     check(codes, rows, alive, queries, top)
     assert codes.encoded == 0 and codes.saved() is None
-    q = rng.normal(size=48)
-    q /= np.linalg.norm(q)
-    noise = rng.normal(size=(8000, 48))
-    noise -= np.outer(noise @ q, q)
-    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
-    a = 0.5 + 0.05 * rng.random(8000)
-    band = Rows(48, np.int8)
-    band.append((a[:, None] * q + np.sqrt(1 - a**2)[:, None] * noise).astype(np.float32))
-    near_q = q + 0.002 * rng.normal(size=(10, 48))
-    near_q = (near_q / np.linalg.norm(near_q, axis=1)[:, None]).astype(np.float32)
+    band, near_q = banded(rng, np.int8, 10)
     check(CodedRows(band, parts=parts), band, np.ones(8000, dtype=bool), near_q, min(top, 50))
