@@ -89,7 +89,7 @@ def scale(size: int, root: Path) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     import bench_scale
 
-    args = argparse.Namespace(repeat=5, ann="default", profile=None, batch=20_000)
+    args = argparse.Namespace(repeat=5, ann="default", precision="default", profile=None, batch=20_000)
     row = bench_scale.measure(size, root, args)
     row["disk"] = disk_bytes(root / f"s{size}" / "m")
     return row
