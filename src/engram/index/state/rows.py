@@ -1,5 +1,5 @@
 """Row storage of the live state: a growable matrix (float32, or float16 or 8-bit packed rows where a memory stores
-its phrase and fact vectors narrow), read as float32, and the alive keys of one kind in canonical order."""
+its vectors narrow: `ROLE_DTYPES`), read as float32, and the alive keys of one kind in canonical order."""
 
 from __future__ import annotations
 
