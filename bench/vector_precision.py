@@ -63,6 +63,7 @@ from engram import Memory
 from engram.errors import MemoryFormatError
 from engram.eval.data import Question, load_corpus, load_questions
 from engram.eval.runner import MethodSpec, RunOptions, run_method
+from engram.store.packed_rows import pack, unpack
 from quality_halves import mean
 from results import DEFAULT_DATA, RELEASED
 from vector_cache import CachedEmbedder, default_folder
@@ -88,13 +89,9 @@ def fit_scales(rows: Vectors) -> Vectors:
 
 
 def per_row_int8(v: Vectors) -> Vectors:
-    """Each row coded on its own: codes c = rint(127 x row / its largest |component|), read back as c / ||c||
-    (length 1; the scale is the row's own, so a row's value never depends on the other rows)."""
-    top = np.abs(v).max(axis=1, keepdims=True)
-    codes = np.rint(np.divide(v * np.float32(LEVELS), top, out=np.zeros_like(v), where=top > 0))
-    norms = np.linalg.norm(codes, axis=1, keepdims=True)
-    out: Vectors = np.divide(codes, norms, out=np.zeros_like(codes), where=norms > 0).astype(np.float32)
-    return out
+    """Each row coded on its own as engram stores fact rows (engram.store.packed_rows), read back as engram reads
+    them: codes rint(127 x row / its largest |component|) times 1 / ||codes|| (length 1)."""
+    return unpack(pack(v))
 
 
 def round_through(v: Vectors, precision: str, scales: Vectors | None, role: str = "fact") -> Vectors:

@@ -17,7 +17,7 @@ import numpy.typing as npt
 PACKED = np.dtype(np.int8)  # the dtype of a packed matrix
 SCALE_BYTES = 4  # the row's float32 scale, after its codes
 LEVELS = 127  # codes lie in -127..127
-SLICE_ROWS = 16_384  # rows coded (or read back) at a time
+SLICE_ROWS = 16_384  # rows coded at a time
 
 Vectors = npt.NDArray[np.float32]
 
